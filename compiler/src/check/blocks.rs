@@ -1,0 +1,732 @@
+//! Block statements: assignment forms of SIAL-SPEC §4.7 (fill, copy, permute, sums,
+//! contractions, scaled copies, slices, inserts, region copies) and put/prepare, with the plan
+//! each operation carries.
+
+use super::Checker;
+use super::body::Body;
+use super::expr::{Block, Node, Typed, Types, has_duplicates};
+use super::symbols::Sym;
+use crate::bytecode::{
+    self as bc, ArrayKind, ContractPlan, IndexSlot, Layout, Op, Operand, ScalarAssign,
+    ScalarUpdate, Sign, ValueType,
+};
+use crate::source::Span;
+use crate::syntax::ast::{AssignOp, BinOp, Expr, Reference};
+
+impl Checker<'_> {
+    /// `target op value` where target is a variable, a block or a region.
+    pub(super) fn assign(
+        &mut self,
+        b: &mut Body,
+        target: &Reference,
+        op: AssignOp,
+        value: &Expr,
+        span: Span,
+    ) {
+        let Some(lhs) = self.reference(b, target) else {
+            let _ = self.typed(b, value);
+            return;
+        };
+        let Some(rhs) = self.typed(b, value) else {
+            return;
+        };
+        match &lhs.node {
+            Node::IntVar(slot) => {
+                if !rhs.types.has(Types::INT) {
+                    self.incompatible_assignment(&lhs, &rhs, span);
+                    return;
+                }
+                let value = self.lower(&rhs, ValueType::Int);
+                self.emit(
+                    b,
+                    Op::AssignInt {
+                        target: *slot,
+                        op: scalar_assign(op),
+                        value,
+                    },
+                    span,
+                );
+            }
+            Node::ScalarVar(slot) => {
+                if !rhs.types.has(Types::SCALAR) {
+                    self.incompatible_assignment(&lhs, &rhs, span);
+                    return;
+                }
+                if let Some(value) = self.scalar_from(&rhs, "the right-hand side") {
+                    self.emit(
+                        b,
+                        Op::AssignScalar {
+                            target: *slot,
+                            op: scalar_assign(op),
+                            value,
+                        },
+                        span,
+                    );
+                }
+            }
+            Node::Index(_) => self.diags.error(
+                target.span,
+                format!(
+                    "index {} cannot be assigned; only loops give indices values",
+                    target.name.text
+                ),
+            ),
+            Node::Array(_) => self.diags.error(
+                target.span,
+                format!(
+                    "array {} needs a block selector on the left-hand side, e.g. {}[i, j]",
+                    target.name.text, target.name.text
+                ),
+            ),
+            Node::Block(dst) => self.block_assign(b, dst, op, &rhs, span),
+            Node::Region(region) => self.region_assign(b, region, op, &rhs, span),
+            _ => {}
+        }
+    }
+
+    fn incompatible_assignment(&mut self, lhs: &Typed, rhs: &Typed, span: Span) {
+        let hint = if lhs.types.has(Types::SCALAR) && rhs.types.has(Types::INT) {
+            "; convert with (scalar)"
+        } else if lhs.types.has(Types::INT) && rhs.types.has(Types::SCALAR) {
+            "; convert with (int)"
+        } else {
+            ""
+        };
+        self.diags.error(
+            span,
+            format!(
+                "incompatible types in assignment statement: cannot assign {} to {}{hint}",
+                rhs.types.describe(),
+                lhs.types.describe()
+            ),
+        );
+    }
+
+    fn writable(&mut self, dst: &Block) -> bool {
+        if dst.kind.is_remote() {
+            let how = if dst.kind == ArrayKind::Served {
+                "prepare"
+            } else {
+                "put"
+            };
+            self.diags.error(
+                dst.span,
+                format!(
+                    "{} is a {} array: its blocks are written only with `{how} {}[...] = ...`",
+                    dst.name,
+                    dst.kind.name(),
+                    dst.name
+                ),
+            );
+            return false;
+        }
+        if dst.sub_block {
+            return true;
+        }
+        true
+    }
+
+    fn block_assign(&mut self, b: &mut Body, dst: &Block, op: AssignOp, rhs: &Typed, span: Span) {
+        if !self.writable(dst) {
+            return;
+        }
+        // A product of blocks that contracts every index is a scalar, but assigned to a block
+        // that shares those indices it is almost surely meant as an element-wise product,
+        // which SIAL does not have (ACES4 silently drops it).
+        if let Node::Binary(BinOp::Mul, l, r) = &rhs.node
+            && let (Some(lb), Some(rb)) = (l.block(), r.block())
+            && rhs.types.has(Types::SCALAR)
+            && !(lb.scalar_valued && rb.scalar_valued && dst.scalar_valued)
+            && dst.r.indices.iter().any(|i| lb.r.indices.contains(i))
+        {
+            self.diags.error(
+                span,
+                format!(
+                    "{} * {} contracts every index to a scalar; SIAL has no element-wise block product (to fill {} with that scalar, assign it to a scalar variable first)",
+                    lb.name, rb.name, dst.name
+                ),
+            );
+            return;
+        }
+        if dst.sub_block && !matches!(rhs.node, Node::Block(_)) {
+            self.sub_block_misuse(dst.span, &dst.name);
+            return;
+        }
+        if rhs.types.has(Types::SCALAR) {
+            let update = match op {
+                AssignOp::Assign => ScalarUpdate::Fill,
+                AssignOp::Add | AssignOp::Sub => ScalarUpdate::Add,
+                AssignOp::Mul => ScalarUpdate::Scale,
+            };
+            let Some(mut value) = self.scalar_from(rhs, "the right-hand side") else {
+                return;
+            };
+            if op == AssignOp::Sub {
+                value = self.negated(value);
+            }
+            self.emit(
+                b,
+                Op::BlockScalar {
+                    dst: Operand::Block(dst.r.clone()),
+                    update,
+                    value,
+                },
+                span,
+            );
+            return;
+        }
+        match &rhs.node {
+            Node::Block(src) => self.block_copy(b, dst, op, src, span),
+            Node::Region(region) => {
+                if op != AssignOp::Assign {
+                    self.diags.error(span, "only plain assignment supported with contiguous locals");
+                    return;
+                }
+                if !self.same_declared_kinds(&dst.r, region.array, span) {
+                    return;
+                }
+                let layout = identity(dst.r.indices.len());
+                self.emit(b, Op::BlockCopy { dst: Operand::Block(dst.r.clone()), src: Operand::Region(region.clone()), layout }, span);
+            }
+            Node::Binary(bop, l, r) => match (l.block(), r.block()) {
+                (Some(lb), Some(rb)) => self.block_binary(b, dst, op, *bop, lb, rb, span),
+                (Some(blk), None) | (None, Some(blk)) if *bop == BinOp::Mul && (l.types.has(Types::SCALAR) || r.types.has(Types::SCALAR)) => {
+                    let factor_tree = if l.block().is_some() { r } else { l };
+                    self.scale_copy(b, dst, op, blk, factor_tree, span)
+                }
+                _ => self.diags.error(span, "only simple binary expression involving blocks allowed: one operator between two block references (or a block and a scalar)"),
+            },
+            _ => {
+                if rhs.types.has(Types::BLOCK) {
+                    self.diags.error(span, "only simple binary expression involving blocks allowed");
+                } else {
+                    self.diags.error(span, format!("incompatible types in assignment statement: cannot assign {} to a block", rhs.types.describe()));
+                }
+            }
+        }
+    }
+
+    fn sub_block_misuse(&mut self, span: Span, name: &str) {
+        self.diags.error(
+            span,
+            format!("{name}[...] selects a sub-block through a subindex: it can only be copied to or from a block declared over the subindex (slice or insert)"),
+        );
+    }
+
+    /// A scalar expression negated (for `a -= s`).
+    fn negated(&mut self, value: bc::ExprId) -> bc::ExprId {
+        let mut e = self.program.exprs[value.index()].clone();
+        e.ops.push(bc::ExprOp::ScalarNeg);
+        self.add_expr(e)
+    }
+
+    /// `a = b`, `a += b`, `a -= b` with a single block on the right.
+    fn block_copy(&mut self, b: &mut Body, dst: &Block, op: AssignOp, src: &Block, span: Span) {
+        if src.sub_block || dst.sub_block {
+            if op != AssignOp::Assign
+                || (src.sub_block && dst.sub_block)
+                || dst.r.indices != src.r.indices
+            {
+                self.sub_block_misuse(
+                    if src.sub_block { src.span } else { dst.span },
+                    if src.sub_block { &src.name } else { &dst.name },
+                );
+                return;
+            }
+            let op = if src.sub_block {
+                Op::Slice {
+                    dst: dst.r.clone(),
+                    src: src.r.clone(),
+                }
+            } else {
+                Op::Insert {
+                    dst: dst.r.clone(),
+                    src: src.r.clone(),
+                }
+            };
+            self.emit(b, op, span);
+            return;
+        }
+        let layout = match op {
+            AssignOp::Mul => {
+                self.diags.error(span, format!("{} *= {}: a block cannot be multiplied by a block; SIAL has no element-wise block product", dst.name, src.name));
+                return;
+            }
+            AssignOp::Assign => self.copy_layout(&dst.r.indices, &src.r.indices, true),
+            AssignOp::Add | AssignOp::Sub => self.copy_layout(&dst.r.indices, &src.r.indices, true),
+        };
+        let Some(layout) = layout else {
+            self.diags.error(span, format!("incompatible index lists: {} cannot be {} {} (the indices must be the same, in any order)", self.show(dst), if op == AssignOp::Assign { "assigned from" } else { "updated with" }, self.show(src)));
+            return;
+        };
+        let op = match op {
+            AssignOp::Assign => Op::BlockCopy {
+                dst: Operand::Block(dst.r.clone()),
+                src: Operand::Block(src.r.clone()),
+                layout,
+            },
+            AssignOp::Add => Op::BlockAccumulate {
+                dst: dst.r.clone(),
+                src: src.r.clone(),
+                sign: Sign::Plus,
+                layout,
+            },
+            _ => Op::BlockAccumulate {
+                dst: dst.r.clone(),
+                src: src.r.clone(),
+                sign: Sign::Minus,
+                layout,
+            },
+        };
+        self.emit(b, op, span);
+    }
+
+    /// Text of a block reference as written.
+    pub(super) fn show(&self, blk: &Block) -> String {
+        let names: Vec<&str> = blk
+            .r
+            .indices
+            .iter()
+            .map(|i| self.program.indices[i.index()].name.as_str())
+            .collect();
+        format!("{}[{}]", blk.name, names.join(","))
+    }
+
+    /// How `src` maps onto `dst` by index name: a permutation of the same indices (when
+    /// `permute`), or a common prefix with extra trailing simple indices on one side.
+    fn copy_layout(&self, dst: &[IndexSlot], src: &[IndexSlot], permute: bool) -> Option<Layout> {
+        if dst == src {
+            return Some(identity(dst.len()));
+        }
+        let common = dst.len().min(src.len());
+        let extra_simple = |list: &[IndexSlot]| {
+            list[common..]
+                .iter()
+                .all(|i| self.program.indices[i.index()].kind == bc::IndexKind::Simple)
+        };
+        if dst.len() != src.len()
+            && dst[..common] == src[..common]
+            && extra_simple(dst)
+            && extra_simple(src)
+        {
+            let perm = (0..dst.len())
+                .map(|d| (d < src.len()).then_some(d as u8))
+                .collect();
+            return Some(Layout { perm });
+        }
+        if !permute || dst.len() != src.len() || has_duplicates(dst) || has_duplicates(src) {
+            return None;
+        }
+        let perm: Option<Vec<Option<u8>>> = dst
+            .iter()
+            .map(|i| src.iter().position(|x| x == i).map(|p| Some(p as u8)))
+            .collect();
+        perm.map(|perm| Layout { perm })
+    }
+
+    /// `d = l op r` / `d += l op r` with two blocks.
+    #[allow(clippy::too_many_arguments)]
+    fn block_binary(
+        &mut self,
+        b: &mut Body,
+        dst: &Block,
+        op: AssignOp,
+        bop: BinOp,
+        l: &Block,
+        r: &Block,
+        span: Span,
+    ) {
+        if l.sub_block || r.sub_block {
+            self.sub_block_misuse(
+                if l.sub_block { l.span } else { r.span },
+                if l.sub_block { &l.name } else { &r.name },
+            );
+            return;
+        }
+        match bop {
+            BinOp::Add | BinOp::Sub => {
+                if op != AssignOp::Assign {
+                    self.diags.error(
+                        span,
+                        format!("{} {} {} {} {}: only `=` may assign a block sum; write it as two statements ({} += {} then {} += {})", self.show(dst), op.text(), self.show(l), bop.text(), self.show(r), self.show(dst), self.show(l), self.show(dst), self.show(r)),
+                    );
+                    return;
+                }
+                if dst.r.indices != l.r.indices || dst.r.indices != r.r.indices {
+                    self.diags.error(span, format!("indices do not match: {} = {} {} {} needs the same indices in the same order on all three blocks", self.show(dst), self.show(l), bop.text(), self.show(r)));
+                    return;
+                }
+                let sign = if bop == BinOp::Add {
+                    Sign::Plus
+                } else {
+                    Sign::Minus
+                };
+                self.emit(
+                    b,
+                    Op::BlockSum {
+                        dst: dst.r.clone(),
+                        left: l.r.clone(),
+                        right: r.r.clone(),
+                        sign,
+                    },
+                    span,
+                );
+            }
+            BinOp::Mul | BinOp::Tensor => {
+                let accumulate = match op {
+                    AssignOp::Assign => false,
+                    AssignOp::Add => true,
+                    _ => {
+                        self.diags.error(span, format!("`{}` with a block product is not supported; only `=` and `+=` (to subtract, scale one operand by -1.0)", op.text()));
+                        return;
+                    }
+                };
+                if dst.r.array == l.r.array || dst.r.array == r.r.array {
+                    self.diags.error(span, format!("{} is both the result and an operand of this product; compute into a temp block first", dst.name));
+                    return;
+                }
+                if bop == BinOp::Tensor && l.r.indices.iter().any(|i| r.r.indices.contains(i)) {
+                    self.diags.error(
+                        span,
+                        "arguments to ^ must be data blocks with disjoint index sets",
+                    );
+                    return;
+                }
+                match self.contract_plan(&dst.r.indices, &l.r.indices, &r.r.indices) {
+                    Ok(plan) => {
+                        self.emit(
+                            b,
+                            Op::BlockContract {
+                                dst: dst.r.clone(),
+                                left: l.r.clone(),
+                                right: r.r.clone(),
+                                plan,
+                                accumulate,
+                            },
+                            span,
+                        );
+                    }
+                    Err(why) => self.diags.error(
+                        span,
+                        format!(
+                            "indices do not match for {} = {} {} {}: {why}",
+                            self.show(dst),
+                            self.show(l),
+                            bop.text(),
+                            self.show(r)
+                        ),
+                    ),
+                }
+            }
+            _ => self.diags.error(
+                span,
+                format!("operator {} is not defined on blocks", bop.text()),
+            ),
+        }
+    }
+
+    /// The contraction pattern of `d = l * r` (SIAL-SPEC §5.5.3).
+    fn contract_plan(
+        &self,
+        d: &[IndexSlot],
+        l: &[IndexSlot],
+        r: &[IndexSlot],
+    ) -> Result<ContractPlan, String> {
+        let name = |i: &IndexSlot| self.program.indices[i.index()].name.clone();
+        for list in [d, l, r] {
+            if let Some((k, i)) = list
+                .iter()
+                .enumerate()
+                .find(|(k, i)| list[..*k].contains(i))
+            {
+                let _ = k;
+                return Err(format!("index {} appears twice in one block", name(i)));
+            }
+        }
+        let mut plan = ContractPlan {
+            contracted: Vec::new(),
+            left_free: Vec::new(),
+            right_free: Vec::new(),
+        };
+        for (ld, i) in l.iter().enumerate() {
+            match (r.iter().position(|x| x == i), d.iter().position(|x| x == i)) {
+                (Some(rd), None) => plan.contracted.push((ld as u8, rd as u8)),
+                (None, Some(dd)) => plan.left_free.push((ld as u8, dd as u8)),
+                (Some(_), Some(_)) => {
+                    return Err(format!(
+                        "index {} is in both operands and in the result",
+                        name(i)
+                    ));
+                }
+                (None, None) => {
+                    return Err(format!(
+                        "index {} of the left operand is neither summed nor in the result",
+                        name(i)
+                    ));
+                }
+            }
+        }
+        for (rd, i) in r.iter().enumerate() {
+            if l.contains(i) {
+                continue;
+            }
+            match d.iter().position(|x| x == i) {
+                Some(dd) => plan.right_free.push((rd as u8, dd as u8)),
+                None => {
+                    return Err(format!(
+                        "index {} of the right operand is neither summed nor in the result",
+                        name(i)
+                    ));
+                }
+            }
+        }
+        if let Some(i) = d.iter().find(|i| !l.contains(i) && !r.contains(i)) {
+            return Err(format!(
+                "index {} of the result is in neither operand",
+                name(i)
+            ));
+        }
+        Ok(plan)
+    }
+
+    /// `d = b * s`, `d = s * b`, `d += b * s`.
+    fn scale_copy(
+        &mut self,
+        b: &mut Body,
+        dst: &Block,
+        op: AssignOp,
+        src: &Block,
+        factor: &Typed,
+        span: Span,
+    ) {
+        let accumulate = match op {
+            AssignOp::Assign => false,
+            AssignOp::Add => true,
+            _ => {
+                self.diags.error(span, format!("`{}` with a scaled block is not supported; only `=` and `+=` (for -=, scale by a negated factor)", op.text()));
+                return;
+            }
+        };
+        if src.sub_block {
+            self.sub_block_misuse(src.span, &src.name);
+            return;
+        }
+        if dst.r.indices != src.r.indices {
+            self.diags.error(span, format!("indices do not match: {} = {} * scalar needs the same indices in the same order", self.show(dst), self.show(src)));
+            return;
+        }
+        let Some(factor) = self.scalar_from(factor, "the factor") else {
+            return;
+        };
+        self.emit(
+            b,
+            Op::BlockScaleCopy {
+                dst: dst.r.clone(),
+                src: src.r.clone(),
+                factor,
+                accumulate,
+            },
+            span,
+        );
+    }
+
+    /// Every dimension of the block and of the region array declared with the same index kind.
+    fn same_declared_kinds(
+        &mut self,
+        blk: &bc::BlockRef,
+        region_array: bc::ArraySlot,
+        span: Span,
+    ) -> bool {
+        let a = &self.program.arrays[blk.array.index()];
+        let c = &self.program.arrays[region_array.index()];
+        let kinds = |dims: &[IndexSlot]| {
+            dims.iter()
+                .map(|d| self.program.indices[d.index()].kind)
+                .collect::<Vec<_>>()
+        };
+        if kinds(&a.dims) != kinds(&c.dims) {
+            let msg = format!(
+                "incompatible declared indices on left and right side: {} and {} are declared over different index kinds",
+                a.name, c.name
+            );
+            self.diags.error(span, msg);
+            return false;
+        }
+        true
+    }
+
+    fn region_assign(
+        &mut self,
+        b: &mut Body,
+        region: &bc::RegionRef,
+        op: AssignOp,
+        rhs: &Typed,
+        span: Span,
+    ) {
+        if op != AssignOp::Assign {
+            self.diags.error(
+                span,
+                "only plain assignment supported with contiguous locals",
+            );
+            return;
+        }
+        if rhs.types.has(Types::SCALAR) {
+            if let Some(value) = self.scalar_from(rhs, "the right-hand side") {
+                self.emit(
+                    b,
+                    Op::BlockScalar {
+                        dst: Operand::Region(region.clone()),
+                        update: ScalarUpdate::Fill,
+                        value,
+                    },
+                    span,
+                );
+            }
+            return;
+        }
+        match &rhs.node {
+            Node::Block(src) if !src.sub_block => {
+                if self.same_declared_kinds(&src.r, region.array, span) {
+                    let layout = identity(src.r.indices.len());
+                    self.emit(
+                        b,
+                        Op::BlockCopy {
+                            dst: Operand::Region(region.clone()),
+                            src: Operand::Block(src.r.clone()),
+                            layout,
+                        },
+                        span,
+                    );
+                }
+            }
+            _ => self.diags.error(
+                span,
+                "a contiguous local region can only be assigned a scalar or a single block",
+            ),
+        }
+    }
+
+    /// `put d[...] op value` / `prepare v[...] op value`.
+    pub(super) fn put(
+        &mut self,
+        b: &mut Body,
+        target: &Reference,
+        op: AssignOp,
+        value: &Expr,
+        served: bool,
+        span: Span,
+    ) {
+        let (stmt, want) = if served {
+            ("prepare", ArrayKind::Served)
+        } else {
+            ("put", ArrayKind::Distributed)
+        };
+        let dst = match self.lookup(b.file, &target.name) {
+            Some(Sym::Array(a)) if self.program.arrays[a.index()].kind == want => {
+                if target.selector.is_none() {
+                    self.diags.error(
+                        target.span,
+                        format!("{stmt} needs a block: {}[...]", target.name.text),
+                    );
+                    return;
+                }
+                self.block(b, target, a)
+            }
+            Some(_) => {
+                self.diags.error(
+                    target.name.span,
+                    format!(
+                        "{} must be declared as a {} array to be the target of {stmt}",
+                        target.name.text,
+                        want.name()
+                    ),
+                );
+                None
+            }
+            None => None,
+        };
+        let rhs = self.typed(b, value);
+        let (Some(dst), Some(rhs)) = (dst, rhs) else {
+            return;
+        };
+        if dst.sub_block {
+            self.diags.error(dst.span, format!("improper indices on lhs of {stmt}: a subindex cannot select a block of a {} array", want.name()));
+            return;
+        }
+        if let Node::Block(src) = &rhs.node
+            && self
+                .copy_layout(&dst.r.indices, &src.r.indices, false)
+                .is_some()
+            && !src.sub_block
+        {
+            let op = match op {
+                AssignOp::Assign => bc::PutOp::Replace,
+                AssignOp::Add => bc::PutOp::Accumulate,
+                _ => {
+                    self.diags.error(
+                        span,
+                        format!(
+                            "illegal operator for {stmt} of a block: only = and += are supported"
+                        ),
+                    );
+                    return;
+                }
+            };
+            self.emit(
+                b,
+                Op::Put {
+                    dst: dst.r,
+                    op,
+                    value: bc::PutValue::Block(src.r.clone()),
+                },
+                span,
+            );
+            return;
+        }
+        if rhs.types.has(Types::SCALAR) {
+            let op = match op {
+                AssignOp::Assign => bc::PutOp::Replace,
+                AssignOp::Add => bc::PutOp::Accumulate,
+                AssignOp::Mul => bc::PutOp::Scale,
+                AssignOp::Sub => {
+                    self.diags.error(span, format!("illegal operator for {stmt} of a scalar: only =, += and *= are supported"));
+                    return;
+                }
+            };
+            if let Some(value) = self.scalar_from(&rhs, "the right-hand side") {
+                self.emit(
+                    b,
+                    Op::Put {
+                        dst: dst.r,
+                        op,
+                        value: bc::PutValue::Scalar(value),
+                    },
+                    span,
+                );
+            }
+            return;
+        }
+        match &rhs.node {
+            Node::Block(src) => self.diags.error(
+                span,
+                format!("inconsistent index lists: {stmt} {} = {} needs the same indices in the same positions ({stmt} does not transpose; permute into a temp block first)", self.show(&dst), self.show(src)),
+            ),
+            _ => self.diags.error(span, format!("right hand side of {stmt} must be a single block or a scalar expression; compute other block expressions into a temp block first")),
+        }
+    }
+}
+
+fn identity(rank: usize) -> Layout {
+    Layout {
+        perm: (0..rank).map(|d| Some(d as u8)).collect(),
+    }
+}
+
+fn scalar_assign(op: AssignOp) -> ScalarAssign {
+    match op {
+        AssignOp::Assign => ScalarAssign::Set,
+        AssignOp::Add => ScalarAssign::Add,
+        AssignOp::Sub => ScalarAssign::Sub,
+        AssignOp::Mul => ScalarAssign::Mul,
+    }
+}

@@ -1,0 +1,1 @@
+//! Runs SIAL bytecode. The single-process interpreter arrives with the interpreter issue.

@@ -1,0 +1,936 @@
+//! Contraction by index labels: `d[D] = l[L] * r[R]` (SIAL-SPEC §5.5.3), the tensor product
+//! `d = l ^ r`, and the full contraction to a scalar.
+//!
+//! # Method
+//! Labels fall in three groups: `FL` (left and dst), `FR` (right and dst) and `C` (left and
+//! right, summed). With the labels of each group in one agreed order, a column-major block
+//! labelled `[FL, C]` *is* an `m×k` matrix and one labelled `[C, FL]` is its transpose — free for
+//! the GEMM. So the contraction is: permute each operand only if its labels are not already
+//! `[F, C]` or `[C, F]`, one GEMM, then permute the result into dst only if dst is neither
+//! `[FL, FR]` nor `[FR, FL]` (the latter is computed directly as `Dᵀ = Rᵀ·Lᵀ`).
+//!
+//! The group orders are free choices (C in left's or right's order, FL in left's or dst's, FR in
+//! right's or dst's); [`ContractionPlan::new`] tries all of them and keeps the one that copies
+//! the fewest elements. Extent-1 dimensions do not affect the memory layout, so they are
+//! ignored when deciding whether labels "line up" (a scalar-valued simple index never forces a
+//! permute).
+
+use crate::elementwise::{fill, scale};
+use crate::error::{KernelError, Role};
+use crate::gemm::{Dims, Parallelism, Stored, gemm};
+use crate::labels::{Label, Operand, OperandMut, Perm, check_labels, permutation_from_labels};
+use crate::permute::{permute, permute_add};
+use crate::shape::{Shape, check_len};
+
+/// `dst = beta * dst + Σ left * right`, elements matched by label.
+///
+/// `beta == 0` overwrites `dst` without reading it (SIAL `d = l * r`); `beta == 1` accumulates
+/// (`d += l * r`). With no contracted label this is the outer product; with `dst` of rank 0 and
+/// every label shared it is the full contraction. Fails with a [`KernelError`] if the label
+/// pattern is not a SIAL contraction (see [`ContractionPlan::new`]) or a buffer has the wrong
+/// length.
+pub fn contract(
+    dst: OperandMut<'_>,
+    left: Operand<'_>,
+    right: Operand<'_>,
+    beta: f64,
+) -> Result<(), KernelError> {
+    ContractionPlan::new(
+        (dst.labels, &dst.shape),
+        (left.labels, &left.shape),
+        (right.labels, &right.shape),
+    )?
+    .execute(dst.data, left.data, right.data, beta)
+}
+
+/// The tensor product `d = l ^ r` (`beta` as in [`contract`]): like [`contract`] but the
+/// operands must not share a label.
+pub fn tensor(
+    dst: OperandMut<'_>,
+    left: Operand<'_>,
+    right: Operand<'_>,
+    beta: f64,
+) -> Result<(), KernelError> {
+    if let Some(&label) = left.labels.iter().find(|l| right.labels.contains(l)) {
+        return Err(KernelError::SharedLabelInTensor { label });
+    }
+    contract(dst, left, right, beta)
+}
+
+/// Full contraction to a scalar: `Σ left * right` over all labels (`s = a[i,j] * b[j,i]`).
+///
+/// Both operands must carry the same set of labels (in any order).
+pub fn dot(left: Operand<'_>, right: Operand<'_>) -> Result<f64, KernelError> {
+    let same_set = left.labels.len() == right.labels.len()
+        && left.labels.iter().all(|l| right.labels.contains(l));
+    if !same_set {
+        return Err(KernelError::NotAFullContraction);
+    }
+    let mut out = [0.0];
+    contract(
+        OperandMut::new(&mut out, Shape::scalar(), &[]),
+        left,
+        right,
+        0.0,
+    )?;
+    Ok(out[0])
+}
+
+/// Which operands a [`ContractionPlan`] copies into another order.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Permutes {
+    pub left: bool,
+    pub right: bool,
+    pub dst: bool,
+}
+
+/// How an operand reaches the GEMM.
+#[derive(Clone, Debug)]
+enum Prep {
+    /// Used in place; `transposed` if stored `[C, F]` (left) or `[F, C]` (right).
+    InPlace { transposed: bool },
+    /// Copied into `[FL, C]` (left) or `[C, FR]` (right) first.
+    Permute { from: Shape, to: Shape, perm: Perm },
+}
+
+/// How the GEMM result reaches dst.
+#[derive(Clone, Debug)]
+enum DstPrep {
+    /// GEMM writes dst directly; `swapped` if dst is `[FR, FL]` (computed as `Rᵀ·Lᵀ`).
+    InPlace { swapped: bool },
+    /// GEMM writes a `[FL, FR]` temporary that is then permuted into dst.
+    Permute { tmp: Shape, to: Shape, perm: Perm },
+}
+
+/// A validated contraction for given labels and shapes, reusable across calls (SIAL executes
+/// the same instruction many times on equally shaped blocks).
+#[derive(Clone, Debug)]
+pub struct ContractionPlan {
+    dims: Dims,
+    lens: [usize; 3],
+    left: Prep,
+    right: Prep,
+    dst: DstPrep,
+    par: Parallelism,
+}
+
+/// A label with its extent.
+type Dim = (Label, usize);
+
+/// One choice of group orders: contracted labels `c`, free-left `fl`, free-right `fr`, and
+/// whether the GEMM result is `[FR, FL]` (`swapped`) rather than `[FL, FR]`.
+#[derive(Clone, Copy)]
+struct Groups<'a> {
+    c: &'a [Dim],
+    fl: &'a [Dim],
+    fr: &'a [Dim],
+    swapped: bool,
+}
+
+/// The (unit-extent-free) label lists of the three blocks and their element counts.
+struct Operands<'a> {
+    dst: &'a [Dim],
+    left: &'a [Dim],
+    right: &'a [Dim],
+    /// Element counts of dst, left, right.
+    lens: [usize; 3],
+}
+
+impl Operands<'_> {
+    /// Elements copied by permutes if the GEMM uses the group orders `g`.
+    fn cost(&self, g: &Groups<'_>) -> usize {
+        let mut cost = 0;
+        if !is_concat(self.left, g.fl, g.c) && !is_concat(self.left, g.c, g.fl) {
+            cost += self.lens[1];
+        }
+        if !is_concat(self.right, g.c, g.fr) && !is_concat(self.right, g.fr, g.c) {
+            cost += self.lens[2];
+        }
+        let (a, b) = if g.swapped {
+            (g.fr, g.fl)
+        } else {
+            (g.fl, g.fr)
+        };
+        if !is_concat(self.dst, a, b) {
+            // A temporary written, then read again by the permute.
+            cost += 2 * self.lens[0];
+        }
+        cost
+    }
+}
+
+impl ContractionPlan {
+    /// Validates a contraction pattern and chooses the operand orders.
+    ///
+    /// Each argument is `(labels, shape)` for dst, left and right. Every label must occur in
+    /// exactly two of the three (never twice in one), and a label's extent must be the same
+    /// wherever it occurs.
+    pub fn new(
+        dst: (&[Label], &Shape),
+        left: (&[Label], &Shape),
+        right: (&[Label], &Shape),
+    ) -> Result<Self, KernelError> {
+        let (dl, ds) = dst;
+        let (ll, ls) = left;
+        let (rl, rs) = right;
+        check_labels(Role::Dst, ds, dl)?;
+        check_labels(Role::Left, ls, ll)?;
+        check_labels(Role::Right, rs, rl)?;
+        let dd = dims_of(dl, ds);
+        let ld = dims_of(ll, ls);
+        let rd = dims_of(rl, rs);
+
+        // Pattern and extents.
+        for &(label, e) in &dd {
+            match (find(&ld, label), find(&rd, label)) {
+                (Some(_), Some(_)) => return Err(KernelError::LabelInAllThree { label }),
+                (None, None) => {
+                    return Err(KernelError::UnpairedLabel {
+                        role: Role::Dst,
+                        label,
+                    });
+                }
+                (Some(le), None) => check_extent(label, (Role::Dst, e), (Role::Left, le))?,
+                (None, Some(re)) => check_extent(label, (Role::Dst, e), (Role::Right, re))?,
+            }
+        }
+        for &(label, e) in &ld {
+            if find(&dd, label).is_none() {
+                match find(&rd, label) {
+                    Some(re) => check_extent(label, (Role::Left, e), (Role::Right, re))?,
+                    None => {
+                        return Err(KernelError::UnpairedLabel {
+                            role: Role::Left,
+                            label,
+                        });
+                    }
+                }
+            }
+        }
+        for &(label, _) in &rd {
+            if find(&dd, label).is_none() && find(&ld, label).is_none() {
+                return Err(KernelError::UnpairedLabel {
+                    role: Role::Right,
+                    label,
+                });
+            }
+        }
+
+        // Layout only depends on dimensions with more than one element.
+        let red = |v: &[Dim]| -> Vec<Dim> { v.iter().copied().filter(|d| d.1 != 1).collect() };
+        let (dd, ld, rd) = (red(&dd), red(&ld), red(&rd));
+        let only = |v: &[Dim], other: &[Dim]| -> Vec<Dim> {
+            v.iter()
+                .copied()
+                .filter(|d| find(other, d.0).is_some())
+                .collect()
+        };
+        let c_opts = [only(&ld, &rd), only(&rd, &ld)];
+        let fl_opts = [only(&ld, &dd), only(&dd, &ld)];
+        let fr_opts = [only(&rd, &dd), only(&dd, &rd)];
+
+        // Try every choice of group orders; keep the one that copies the fewest elements.
+        let ops = Operands {
+            dst: &dd,
+            left: &ld,
+            right: &rd,
+            lens: [ds.len(), ls.len(), rs.len()],
+        };
+        let first = Groups {
+            c: &c_opts[0],
+            fl: &fl_opts[0],
+            fr: &fr_opts[0],
+            swapped: false,
+        };
+        let mut best = (ops.cost(&first), first);
+        for c in &c_opts {
+            for fl in &fl_opts {
+                for fr in &fr_opts {
+                    for swapped in [false, true] {
+                        let g = Groups { c, fl, fr, swapped };
+                        let cost = ops.cost(&g);
+                        if cost < best.0 {
+                            best = (cost, g);
+                        }
+                    }
+                }
+            }
+        }
+        let Groups { c, fl, fr, swapped } = best.1;
+
+        let prod = |v: &[Dim]| v.iter().map(|d| d.1).product::<usize>();
+        let dims = Dims {
+            m: prod(fl),
+            n: prod(fr),
+            k: prod(c),
+        };
+        let left = if is_concat(&ld, fl, c) {
+            Prep::InPlace { transposed: false }
+        } else if is_concat(&ld, c, fl) {
+            Prep::InPlace { transposed: true }
+        } else {
+            permute_prep(&ld, &concat(fl, c))?
+        };
+        let right = if is_concat(&rd, c, fr) {
+            Prep::InPlace { transposed: false }
+        } else if is_concat(&rd, fr, c) {
+            Prep::InPlace { transposed: true }
+        } else {
+            permute_prep(&rd, &concat(c, fr))?
+        };
+        let dst = if is_concat(&dd, fl, fr) && !swapped {
+            DstPrep::InPlace { swapped: false }
+        } else if is_concat(&dd, fr, fl) && swapped {
+            DstPrep::InPlace { swapped: true }
+        } else {
+            let tmp = concat(fl, fr);
+            DstPrep::Permute {
+                tmp: shape_of(&tmp)?,
+                to: shape_of(&dd)?,
+                perm: permutation_from_labels(&labels_of(&dd), &labels_of(&tmp))?,
+            }
+        };
+        Ok(ContractionPlan {
+            dims,
+            lens: ops.lens,
+            left,
+            right,
+            dst,
+            par: Parallelism::default(),
+        })
+    }
+
+    /// Lets the GEMM use several threads (see [`Parallelism`]).
+    pub fn with_parallelism(mut self, par: Parallelism) -> Self {
+        self.par = par;
+        self
+    }
+
+    /// Which operands this plan copies into another order (the rest are used in place).
+    pub fn permutes(&self) -> Permutes {
+        Permutes {
+            left: matches!(self.left, Prep::Permute { .. }),
+            right: matches!(self.right, Prep::Permute { .. }),
+            dst: matches!(self.dst, DstPrep::Permute { .. }),
+        }
+    }
+
+    /// Floating-point operations of the GEMM (`2·m·n·k`), for rates and cost models.
+    pub fn flops(&self) -> f64 {
+        2.0 * self.dims.m as f64 * self.dims.n as f64 * self.dims.k as f64
+    }
+
+    /// `dst = beta * dst + Σ left * right` on buffers of the planned shapes.
+    pub fn execute(
+        &self,
+        dst: &mut [f64],
+        left: &[f64],
+        right: &[f64],
+        beta: f64,
+    ) -> Result<(), KernelError> {
+        check_len(Role::Dst, self.lens[0], dst.len())?;
+        check_len(Role::Left, self.lens[1], left.len())?;
+        check_len(Role::Right, self.lens[2], right.len())?;
+        if dst.is_empty() {
+            return Ok(());
+        }
+        if self.dims.k == 0 {
+            // An empty sum: only the beta part remains.
+            scale_or_zero(dst, beta);
+            return Ok(());
+        }
+        let mut lbuf = Vec::new();
+        let a = prepare(&self.left, left, &mut lbuf)?;
+        let mut rbuf = Vec::new();
+        let b = prepare(&self.right, right, &mut rbuf)?;
+
+        match &self.dst {
+            DstPrep::InPlace { swapped } => {
+                if self.dims.m == 1 && self.dims.n == 1 && !a.transposed && !b.transposed {
+                    // A dot product: both operands are contiguous in the same order.
+                    let s = dot_slices(a.data, b.data);
+                    dst[0] = if beta == 0.0 { s } else { beta * dst[0] + s };
+                    return Ok(());
+                }
+                let accumulate = beta != 0.0;
+                if accumulate && beta != 1.0 {
+                    scale(dst, beta);
+                }
+                if *swapped {
+                    let dims = Dims {
+                        m: self.dims.n,
+                        n: self.dims.m,
+                        k: self.dims.k,
+                    };
+                    let bt = Stored {
+                        data: b.data,
+                        transposed: !b.transposed,
+                    };
+                    let at = Stored {
+                        data: a.data,
+                        transposed: !a.transposed,
+                    };
+                    gemm(dst, dims, bt, at, accumulate, self.par);
+                } else {
+                    gemm(dst, self.dims, a, b, accumulate, self.par);
+                }
+            }
+            DstPrep::Permute { tmp, to, perm } => {
+                let mut t = vec![0.0; tmp.len()];
+                gemm(&mut t, self.dims, a, b, false, self.par);
+                if beta == 0.0 {
+                    permute(dst, to, &t, tmp, perm)?;
+                } else {
+                    if beta != 1.0 {
+                        scale(dst, beta);
+                    }
+                    permute_add(dst, to, 1.0, &t, tmp, perm)?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Brings an operand into matrix form, copying into `buf` only if the plan says so.
+fn prepare<'a>(
+    prep: &Prep,
+    data: &'a [f64],
+    buf: &'a mut Vec<f64>,
+) -> Result<Stored<'a>, KernelError> {
+    match prep {
+        Prep::InPlace { transposed } => Ok(Stored {
+            data,
+            transposed: *transposed,
+        }),
+        Prep::Permute { from, to, perm } => {
+            buf.resize(to.len(), 0.0);
+            permute(buf, to, data, from, perm)?;
+            Ok(Stored {
+                data: buf,
+                transposed: false,
+            })
+        }
+    }
+}
+
+fn scale_or_zero(dst: &mut [f64], beta: f64) {
+    if beta == 0.0 {
+        fill(dst, 0.0);
+    } else {
+        scale(dst, beta);
+    }
+}
+
+/// Dot product with independent partial sums so the loop vectorises.
+fn dot_slices(a: &[f64], b: &[f64]) -> f64 {
+    const LANES: usize = 8;
+    let mut acc = [0.0f64; LANES];
+    let ac = a.chunks_exact(LANES);
+    let bc = b.chunks_exact(LANES);
+    let tail: f64 = ac
+        .remainder()
+        .iter()
+        .zip(bc.remainder())
+        .map(|(x, y)| x * y)
+        .sum();
+    for (x, y) in ac.zip(bc) {
+        for i in 0..LANES {
+            acc[i] += x[i] * y[i];
+        }
+    }
+    acc.iter().sum::<f64>() + tail
+}
+
+fn dims_of(labels: &[Label], shape: &Shape) -> Vec<Dim> {
+    labels
+        .iter()
+        .copied()
+        .zip(shape.extents().iter().copied())
+        .collect()
+}
+
+fn find(v: &[Dim], label: Label) -> Option<usize> {
+    v.iter().find(|d| d.0 == label).map(|d| d.1)
+}
+
+fn check_extent(label: Label, a: (Role, usize), b: (Role, usize)) -> Result<(), KernelError> {
+    if a.1 == b.1 {
+        Ok(())
+    } else {
+        Err(KernelError::ExtentMismatch {
+            label,
+            first_role: a.0,
+            first: a.1,
+            second_role: b.0,
+            second: b.1,
+        })
+    }
+}
+
+fn is_concat(whole: &[Dim], a: &[Dim], b: &[Dim]) -> bool {
+    whole.len() == a.len() + b.len() && whole[..a.len()] == *a && whole[a.len()..] == *b
+}
+
+fn concat(a: &[Dim], b: &[Dim]) -> Vec<Dim> {
+    a.iter().chain(b).copied().collect()
+}
+
+fn labels_of(v: &[Dim]) -> Vec<Label> {
+    v.iter().map(|d| d.0).collect()
+}
+
+fn shape_of(v: &[Dim]) -> Result<Shape, KernelError> {
+    Shape::new(&v.iter().map(|d| d.1).collect::<Vec<_>>())
+}
+
+fn permute_prep(from: &[Dim], to: &[Dim]) -> Result<Prep, KernelError> {
+    Ok(Prep::Permute {
+        from: shape_of(from)?,
+        to: shape_of(to)?,
+        perm: permutation_from_labels(&labels_of(to), &labels_of(from))?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::{naive_contract, random_vec};
+    use proptest::prelude::*;
+
+    /// Runs `contract` for beta 0, 1 and 0.5 and compares with the naive reference.
+    fn check(
+        (dl, de): (&[Label], &[usize]),
+        (ll, le): (&[Label], &[usize]),
+        (rl, re): (&[Label], &[usize]),
+        seed: u64,
+    ) -> Result<(), KernelError> {
+        let (ds, ls, rs) = (Shape::new(de)?, Shape::new(le)?, Shape::new(re)?);
+        let l = random_vec(ls.len(), seed);
+        let r = random_vec(rs.len(), seed + 1);
+        let expect = naive_contract((dl, &ds), (&l, ll, &ls), (&r, rl, &rs));
+        for beta in [0.0, 1.0, 0.5] {
+            let d0 = if beta == 0.0 {
+                vec![f64::NAN; ds.len()]
+            } else {
+                random_vec(ds.len(), seed + 2)
+            };
+            let mut d = d0.clone();
+            contract(
+                OperandMut::new(&mut d, ds, dl),
+                Operand::new(&l, ls, ll),
+                Operand::new(&r, rs, rl),
+                beta,
+            )?;
+            for i in 0..d.len() {
+                let want = if beta == 0.0 {
+                    expect[i]
+                } else {
+                    beta * d0[i] + expect[i]
+                };
+                assert!(
+                    (d[i] - want).abs() <= 1e-12 * (1.0 + want.abs()),
+                    "d{dl:?}{de:?} = l{ll:?}{le:?} * r{rl:?}{re:?}, beta {beta}: \
+                     element {i} is {} expected {want}",
+                    d[i]
+                );
+            }
+        }
+        Ok(())
+    }
+
+    fn plan(
+        dl: &[Label],
+        de: &[usize],
+        ll: &[Label],
+        le: &[usize],
+        rl: &[Label],
+        re: &[usize],
+    ) -> Result<ContractionPlan, KernelError> {
+        ContractionPlan::new(
+            (dl, &Shape::new(de)?),
+            (ll, &Shape::new(le)?),
+            (rl, &Shape::new(re)?),
+        )
+    }
+
+    const I: Label = 1;
+    const J: Label = 2;
+    const K: Label = 3;
+    const L: Label = 4;
+    const A: Label = 5;
+    const B: Label = 6;
+
+    #[test]
+    fn matrix_products_in_every_layout() -> Result<(), KernelError> {
+        let (ni, nj, nk) = (5, 4, 3);
+        let mut seed = 0;
+        for dl in [[I, J], [J, I]] {
+            for ll in [[I, K], [K, I]] {
+                for rl in [[K, J], [J, K]] {
+                    let ext = |x: &[Label]| -> Vec<usize> {
+                        x.iter()
+                            .map(|&l| match l {
+                                I => ni,
+                                J => nj,
+                                _ => nk,
+                            })
+                            .collect()
+                    };
+                    seed += 3;
+                    check((&dl, &ext(&dl)), (&ll, &ext(&ll)), (&rl, &ext(&rl)), seed)?;
+                    // A matrix product never needs a permute, whatever the layouts.
+                    let p = plan(&dl, &ext(&dl), &ll, &ext(&ll), &rl, &ext(&rl))?;
+                    assert_eq!(p.permutes(), Permutes::default(), "{dl:?} {ll:?} {rl:?}");
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Extents per label for the 4-index tests (all different, to catch mix-ups).
+    fn ext4(labels: &[Label]) -> Vec<usize> {
+        labels
+            .iter()
+            .map(|&l| match l {
+                A => 3,
+                B => 4,
+                I => 2,
+                J => 5,
+                K => 6,
+                _ => 7,
+            })
+            .collect()
+    }
+
+    fn plan4(dl: &[Label], ll: &[Label], rl: &[Label]) -> Result<Permutes, KernelError> {
+        Ok(plan(dl, &ext4(dl), ll, &ext4(ll), rl, &ext4(rl))?.permutes())
+    }
+
+    fn check4(dl: &[Label], ll: &[Label], rl: &[Label], seed: u64) -> Result<(), KernelError> {
+        check((dl, &ext4(dl)), (ll, &ext4(ll)), (rl, &ext4(rl)), seed)
+    }
+
+    #[test]
+    fn four_index_contractions() -> Result<(), KernelError> {
+        // d[a,b,i,j] = l[a,b,k,l] * r[k,l,i,j]: no permutes.
+        let (d, l, r) = ([A, B, I, J], [A, B, K, L], [K, L, I, J]);
+        assert_eq!(plan4(&d, &l, &r)?, Permutes::default());
+        check4(&d, &l, &r, 1)?;
+        // Operands stored the other way round are used transposed: still no permutes.
+        assert_eq!(
+            plan4(&[I, J, A, B], &[K, L, A, B], &[I, J, K, L])?,
+            Permutes::default()
+        );
+        check4(&[I, J, A, B], &[K, L, A, B], &[I, J, K, L], 2)?;
+        // Left in a scrambled order: only left is permuted.
+        let l2 = [K, A, L, B];
+        assert_eq!(
+            plan4(&d, &l2, &r)?,
+            Permutes {
+                left: true,
+                right: false,
+                dst: false
+            }
+        );
+        check4(&d, &l2, &r, 3)?;
+        // Contracted labels in opposite orders: exactly one operand moves.
+        let r2 = [L, K, I, J];
+        let pm = plan4(&d, &l, &r2)?;
+        assert!(pm.left ^ pm.right && !pm.dst);
+        check4(&d, &l, &r2, 4)?;
+        // dst interleaved: only the result is permuted.
+        let d2 = [A, I, B, J];
+        assert_eq!(
+            plan4(&d2, &l, &r)?,
+            Permutes {
+                left: false,
+                right: false,
+                dst: true
+            }
+        );
+        check4(&d2, &l, &r, 5)?;
+        // Everything scrambled.
+        check4(&[J, A, I, B], &[L, B, K, A], &[I, K, J, L], 6)?;
+        Ok(())
+    }
+
+    #[test]
+    fn unit_extents_never_force_a_permute() -> Result<(), KernelError> {
+        // d[i,s,j] = l[s2,i,k] * r[k,j,s,s2] with simple indices s, s2 of extent 1.
+        let (s, s2) = (10, 11);
+        let p = plan(
+            &[I, s, J],
+            &[4, 1, 5],
+            &[s2, I, K],
+            &[1, 4, 3],
+            &[K, J, s, s2],
+            &[3, 5, 1, 1],
+        )?;
+        assert_eq!(p.permutes(), Permutes::default());
+        check(
+            (&[I, s, J], &[4, 1, 5]),
+            (&[s2, I, K], &[1, 4, 3]),
+            (&[K, J, s, s2], &[3, 5, 1, 1]),
+            4,
+        )
+    }
+
+    #[test]
+    fn outer_products_and_tensor() -> Result<(), KernelError> {
+        check((&[I, J], &[3, 4]), (&[I], &[3]), (&[J], &[4]), 5)?;
+        check((&[J, I], &[4, 3]), (&[I], &[3]), (&[J], &[4]), 6)?;
+        check(
+            (&[I, K, J, L], &[2, 3, 4, 2]),
+            (&[I, J], &[2, 4]),
+            (&[K, L], &[3, 2]),
+            7,
+        )?;
+        let (ls, rs, ds) = (Shape::new(&[2])?, Shape::new(&[3])?, Shape::new(&[2, 3])?);
+        let (l, r) = (vec![1.0, 2.0], vec![1.0, 10.0, 100.0]);
+        let mut d = vec![0.0; 6];
+        tensor(
+            OperandMut::new(&mut d, ds, &[I, J]),
+            Operand::new(&l, ls, &[I]),
+            Operand::new(&r, rs, &[J]),
+            0.0,
+        )?;
+        assert_eq!(d, vec![1.0, 2.0, 10.0, 20.0, 100.0, 200.0]);
+        let e = tensor(
+            OperandMut::new(&mut d, ds, &[I, J]),
+            Operand::new(&l, ls, &[I]),
+            Operand::new(&r, rs, &[I]),
+            0.0,
+        );
+        assert_eq!(e, Err(KernelError::SharedLabelInTensor { label: I }));
+        Ok(())
+    }
+
+    #[test]
+    fn full_contractions() -> Result<(), KernelError> {
+        check((&[], &[]), (&[I, J], &[3, 4]), (&[J, I], &[4, 3]), 8)?;
+        check((&[], &[]), (&[I, J], &[3, 4]), (&[I, J], &[3, 4]), 9)?;
+        check((&[], &[]), (&[], &[]), (&[], &[]), 10)?;
+        let s = Shape::new(&[2, 2])?;
+        let a = [1.0, 2.0, 3.0, 4.0];
+        let b = [1.0, 10.0, 100.0, 1000.0];
+        // a[i,j] * b[j,i]: a(0,1)=3 pairs with b(1,0)=10, a(1,0)=2 with b(0,1)=100.
+        let v = dot(Operand::new(&a, s, &[I, J]), Operand::new(&b, s, &[J, I]))?;
+        assert_eq!(v, 1.0 + 2.0 * 100.0 + 3.0 * 10.0 + 4000.0);
+        assert_eq!(
+            dot(Operand::new(&a, s, &[I, J]), Operand::new(&b, s, &[I, K])),
+            Err(KernelError::NotAFullContraction)
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn zero_extents() -> Result<(), KernelError> {
+        // Empty sum: d = beta * d.
+        let p = plan(&[I, J], &[2, 2], &[I, K], &[2, 0], &[K, J], &[0, 2])?;
+        let mut d = vec![1.0; 4];
+        p.execute(&mut d, &[], &[], 0.5)?;
+        assert_eq!(d, vec![0.5; 4]);
+        p.execute(&mut d, &[], &[], 0.0)?;
+        assert_eq!(d, vec![0.0; 4]);
+        // Empty dst: nothing to do.
+        let p = plan(&[I, J], &[0, 2], &[I, K], &[0, 3], &[K, J], &[3, 2])?;
+        p.execute(&mut [], &[], &[0.0; 6], 1.0)?;
+        Ok(())
+    }
+
+    #[test]
+    fn threaded_gemm_gives_the_same_result() -> Result<(), KernelError> {
+        let e = [40, 40];
+        let p = plan(&[I, J], &e, &[I, K], &e, &[K, J], &e)?;
+        let pt = p.clone().with_parallelism(Parallelism::Threads(
+            std::num::NonZeroUsize::MIN.saturating_add(1),
+        ));
+        let l = random_vec(1600, 1);
+        let r = random_vec(1600, 2);
+        let (mut d1, mut d2) = (vec![0.0; 1600], vec![0.0; 1600]);
+        p.execute(&mut d1, &l, &r, 0.0)?;
+        pt.execute(&mut d2, &l, &r, 0.0)?;
+        for (x, y) in d1.iter().zip(&d2) {
+            assert!((x - y).abs() < 1e-12);
+        }
+        assert_eq!(p.flops(), 2.0 * 40.0 * 40.0 * 40.0);
+        Ok(())
+    }
+
+    #[test]
+    fn invalid_patterns_are_errors() {
+        let e2 = [2, 2];
+        // Label only in dst.
+        assert_eq!(
+            plan(&[I, L], &e2, &[I, K], &e2, &[K, J], &e2).err(),
+            Some(KernelError::UnpairedLabel {
+                role: Role::Dst,
+                label: L
+            })
+        );
+        // Free label missing from dst.
+        assert_eq!(
+            plan(&[I], &[2], &[I, K], &e2, &[K, J], &e2).err(),
+            Some(KernelError::UnpairedLabel {
+                role: Role::Right,
+                label: J
+            })
+        );
+        assert_eq!(
+            plan(&[J], &[2], &[I, K], &e2, &[K, J], &e2).err(),
+            Some(KernelError::UnpairedLabel {
+                role: Role::Left,
+                label: I
+            })
+        );
+        // Hadamard-style: in dst and both operands.
+        assert_eq!(
+            plan(&[I, J], &e2, &[I, J], &e2, &[I, J], &e2).err(),
+            Some(KernelError::LabelInAllThree { label: I })
+        );
+        // Trace: a label twice in one operand.
+        assert_eq!(
+            plan(&[], &[], &[I, I], &e2, &[], &[]).err(),
+            Some(KernelError::RepeatedLabel {
+                role: Role::Left,
+                label: I
+            })
+        );
+        // Extents disagree.
+        assert_eq!(
+            plan(&[I, J], &e2, &[I, K], &[2, 3], &[K, J], &[4, 2]).err(),
+            Some(KernelError::ExtentMismatch {
+                label: K,
+                first_role: Role::Left,
+                first: 3,
+                second_role: Role::Right,
+                second: 4
+            })
+        );
+        assert_eq!(
+            plan(&[I, J], &[3, 2], &[I, K], &e2, &[K, J], &e2).err(),
+            Some(KernelError::ExtentMismatch {
+                label: I,
+                first_role: Role::Dst,
+                first: 3,
+                second_role: Role::Left,
+                second: 2
+            })
+        );
+        // Labels and rank disagree.
+        assert_eq!(
+            plan(&[I, J], &e2, &[I], &e2, &[K, J], &e2).err(),
+            Some(KernelError::LabelRankMismatch {
+                role: Role::Left,
+                labels: 1,
+                rank: 2
+            })
+        );
+    }
+
+    #[test]
+    fn wrong_buffer_lengths_are_errors() -> Result<(), KernelError> {
+        let e2 = [2, 2];
+        let p = plan(&[I, J], &e2, &[I, K], &e2, &[K, J], &e2)?;
+        let mut d = [0.0; 4];
+        assert!(matches!(
+            p.execute(&mut d, &[0.0; 3], &[0.0; 4], 0.0),
+            Err(KernelError::LengthMismatch {
+                role: Role::Left,
+                ..
+            })
+        ));
+        assert!(matches!(
+            p.execute(&mut d, &[0.0; 4], &[0.0; 5], 0.0),
+            Err(KernelError::LengthMismatch {
+                role: Role::Right,
+                ..
+            })
+        ));
+        assert!(matches!(
+            p.execute(&mut d[..2], &[0.0; 4], &[0.0; 4], 0.0),
+            Err(KernelError::LengthMismatch {
+                role: Role::Dst,
+                ..
+            })
+        ));
+        Ok(())
+    }
+
+    /// A random contraction: each label is free-left, free-right or contracted, with an extent
+    /// in 1..5, and each of dst, left, right lists its labels in a random order.
+    #[derive(Debug, Clone)]
+    struct Pattern {
+        dst: Vec<Label>,
+        left: Vec<Label>,
+        right: Vec<Label>,
+        extents: Vec<usize>,
+    }
+
+    fn pattern() -> impl Strategy<Value = Pattern> {
+        // Roles 0 = free in left, 1 = free in right, 2 = contracted. At most 6 labels in all,
+        // so no operand exceeds rank 6 (and some patterns reach it).
+        proptest::collection::vec((0..3u8, 1..5usize), 0..=6)
+            .prop_flat_map(|v| {
+                let pick = |a: u8, b: u8| -> Vec<Label> {
+                    (0..v.len())
+                        .filter(|&i| v[i].0 == a || v[i].0 == b)
+                        .map(|i| i as Label)
+                        .collect()
+                };
+                (
+                    Just(pick(0, 1)).prop_shuffle(),
+                    Just(pick(0, 2)).prop_shuffle(),
+                    Just(pick(1, 2)).prop_shuffle(),
+                    Just(v.iter().map(|x| x.1).collect::<Vec<_>>()),
+                )
+            })
+            .prop_map(|(dst, left, right, extents)| Pattern {
+                dst,
+                left,
+                right,
+                extents,
+            })
+    }
+
+    proptest! {
+        #[test]
+        fn contract_matches_naive(p in pattern(), seed in 0u64..1000) {
+            let ext = |l: &[Label]| -> Vec<usize> { l.iter().map(|&x| p.extents[x as usize]).collect() };
+            let r = check(
+                (&p.dst, &ext(&p.dst)),
+                (&p.left, &ext(&p.left)),
+                (&p.right, &ext(&p.right)),
+                seed,
+            );
+            prop_assert!(r.is_ok(), "{:?}", r);
+        }
+
+        #[test]
+        fn broken_patterns_are_errors_not_panics(p in pattern(), drop in 0usize..3, extra in 0u32..3) {
+            // Remove one label from one list, or add a stray one: always invalid.
+            let mut lists = [p.dst.clone(), p.left.clone(), p.right.clone()];
+            let which = drop % 3;
+            if lists[which].is_empty() || extra == 0 {
+                if lists[which].len() < 6 {
+                    lists[which].push(100);
+                } else {
+                    lists[which].pop();
+                }
+            } else {
+                lists[which].pop();
+            }
+            let ext = |l: &[Label]| -> Vec<usize> {
+                l.iter().map(|&x| p.extents.get(x as usize).copied().unwrap_or(2)).collect()
+            };
+            let shapes: Vec<Shape> = lists.iter().map(|l| Shape::new(&ext(l))).collect::<Result<_, _>>()?;
+            let r = ContractionPlan::new(
+                (&lists[0], &shapes[0]),
+                (&lists[1], &shapes[1]),
+                (&lists[2], &shapes[2]),
+            );
+            prop_assert!(r.is_err());
+        }
+    }
+}

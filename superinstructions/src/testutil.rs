@@ -1,0 +1,118 @@
+//! Test helpers: deterministic random data and naive reference kernels.
+//!
+//! The references loop over every multi-index explicitly — slow, obviously correct, and
+//! independent of the strides, tiling and GEMM tricks of the real kernels.
+
+use crate::labels::Label;
+use crate::shape::Shape;
+
+/// Deterministic pseudo-random values in [-1, 1) (splitmix64), so failures reproduce.
+pub fn random_vec(n: usize, seed: u64) -> Vec<f64> {
+    let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0xD1B5_4A32_D192_ED03;
+    (0..n)
+        .map(|_| {
+            state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = state;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^= z >> 31;
+            (z >> 11) as f64 / (1u64 << 52) as f64 - 1.0
+        })
+        .collect()
+}
+
+/// All permutations of `0..rank` (Heap's algorithm order does not matter).
+pub fn all_permutations(rank: usize) -> Vec<Vec<usize>> {
+    fn rec(prefix: &mut Vec<usize>, rank: usize, out: &mut Vec<Vec<usize>>) {
+        if prefix.len() == rank {
+            out.push(prefix.clone());
+            return;
+        }
+        for d in 0..rank {
+            if !prefix.contains(&d) {
+                prefix.push(d);
+                rec(prefix, rank, out);
+                prefix.pop();
+            }
+        }
+    }
+    let mut out = Vec::new();
+    rec(&mut Vec::new(), rank, &mut out);
+    out
+}
+
+/// Calls `f` with every multi-index of `ext` (first index fastest).
+pub fn for_each_index(ext: &[usize], mut f: impl FnMut(&[usize])) {
+    if ext.contains(&0) {
+        return;
+    }
+    let mut idx = vec![0usize; ext.len()];
+    loop {
+        f(&idx);
+        let mut d = 0;
+        loop {
+            if d == ext.len() {
+                return;
+            }
+            idx[d] += 1;
+            if idx[d] < ext[d] {
+                break;
+            }
+            idx[d] = 0;
+            d += 1;
+        }
+    }
+}
+
+fn offset(shape: &Shape, idx: &[usize]) -> usize {
+    let mut off = 0;
+    let mut stride = 1;
+    for (&i, &e) in idx.iter().zip(shape.extents()) {
+        off += i * stride;
+        stride *= e;
+    }
+    off
+}
+
+/// `dst[i] = src[j]` with `j[perm[d]] = i[d]`.
+pub fn naive_permute(src: &[f64], src_shape: &Shape, perm: &[usize]) -> Vec<f64> {
+    let dst_ext: Vec<usize> = perm.iter().map(|&p| src_shape.extents()[p]).collect();
+    let dst_shape = Shape::new(&dst_ext).unwrap_or_default();
+    let mut dst = vec![0.0; dst_shape.len()];
+    for_each_index(&dst_ext, |i| {
+        let mut j = vec![0; i.len()];
+        for (d, &p) in perm.iter().enumerate() {
+            j[p] = i[d];
+        }
+        dst[offset(&dst_shape, i)] = src[offset(src_shape, &j)];
+    });
+    dst
+}
+
+/// `d = Σ l * r` over every label value combination (elements matched by label).
+pub fn naive_contract(
+    (dl, ds): (&[Label], &Shape),
+    (l, ll, ls): (&[f64], &[Label], &Shape),
+    (r, rl, rs): (&[f64], &[Label], &Shape),
+) -> Vec<f64> {
+    let mut labels: Vec<Label> = Vec::new();
+    let mut ext: Vec<usize> = Vec::new();
+    for (lab, sh) in [(dl, ds), (ll, ls), (rl, rs)] {
+        for (x, &e) in lab.iter().zip(sh.extents()) {
+            if !labels.contains(x) {
+                labels.push(*x);
+                ext.push(e);
+            }
+        }
+    }
+    let pos = |lab: &[Label], all: &[usize]| -> Vec<usize> {
+        lab.iter()
+            .map(|x| all[labels.iter().position(|y| y == x).unwrap_or(0)])
+            .collect()
+    };
+    let mut d = vec![0.0; ds.len()];
+    for_each_index(&ext, |all| {
+        d[offset(ds, &pos(dl, all))] += l[offset(ls, &pos(ll, all))] * r[offset(rs, &pos(rl, all))];
+    });
+    d
+}

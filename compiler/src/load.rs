@@ -3,7 +3,7 @@
 
 use crate::Options;
 use crate::diag::{Diagnostic, Diagnostics};
-use crate::source::{FileId, SourceMap, Span};
+use crate::source::{FileId, SourceMap};
 use crate::syntax::{ast, parse_file};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -157,9 +157,4 @@ fn not_found(import: &ast::Import, dir: &Path, options: &Options) -> Diagnostic 
 
 fn canonical(path: &Path) -> PathBuf {
     std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
-}
-
-/// Where an import statement points, for messages about imported names.
-pub fn span_of_file(unit: &Unit, index: usize) -> Span {
-    unit.files[index].ast.program.name.span
 }

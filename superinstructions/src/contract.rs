@@ -79,8 +79,11 @@ pub fn dot(left: Operand<'_>, right: Operand<'_>) -> Result<f64, KernelError> {
 /// Which operands a [`ContractionPlan`] copies into another order.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Permutes {
+    /// The left operand is copied into `[FL, C]` order before the GEMM.
     pub left: bool,
+    /// The right operand is copied into `[C, FR]` order before the GEMM.
     pub right: bool,
+    /// The GEMM writes a temporary that is then permuted (or permute-added) into dst.
     pub dst: bool,
 }
 

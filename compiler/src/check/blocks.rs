@@ -120,9 +120,6 @@ impl Checker<'_> {
             );
             return false;
         }
-        if dst.sub_block {
-            return true;
-        }
         true
     }
 
@@ -256,6 +253,21 @@ impl Checker<'_> {
             AssignOp::Add | AssignOp::Sub => self.copy_layout(&dst.r.indices, &src.r.indices, true),
         };
         let Some(layout) = layout else {
+            if let Some(extra) = self.non_simple_extra(&dst.r.indices, &src.r.indices) {
+                let side = if dst.r.indices.len() > src.r.indices.len() {
+                    "left"
+                } else {
+                    "right"
+                };
+                let x = &self.program.indices[extra.index()];
+                let msg = format!(
+                    "extra indices on the {side} side must be simple indices: {} is {}",
+                    x.name,
+                    article(x.kind.name())
+                );
+                self.diags.error(span, msg);
+                return;
+            }
             self.diags.error(span, format!("incompatible index lists: {} cannot be {} {} (the indices must be the same, in any order)", self.show(dst), if op == AssignOp::Assign { "assigned from" } else { "updated with" }, self.show(src)));
             return;
         };
@@ -279,6 +291,20 @@ impl Checker<'_> {
             },
         };
         self.emit(b, op, span);
+    }
+
+    /// When two index lists share their common prefix but the longer one has a non-simple
+    /// extra index, that index.
+    fn non_simple_extra(&self, a: &[IndexSlot], b: &[IndexSlot]) -> Option<IndexSlot> {
+        let common = a.len().min(b.len());
+        if a[..common] != b[..common] || a.len() == b.len() {
+            return None;
+        }
+        let longer = if a.len() > b.len() { a } else { b };
+        longer[common..]
+            .iter()
+            .copied()
+            .find(|i| self.program.indices[i.index()].kind != bc::IndexKind::Simple)
     }
 
     /// Text of a block reference as written.
@@ -348,7 +374,21 @@ impl Checker<'_> {
                 if op != AssignOp::Assign {
                     self.diags.error(
                         span,
-                        format!("{} {} {} {} {}: only `=` may assign a block sum; write it as two statements ({} += {} then {} += {})", self.show(dst), op.text(), self.show(l), bop.text(), self.show(r), self.show(dst), self.show(l), self.show(dst), self.show(r)),
+                        {
+                            let second = match (op, bop) {
+                                (AssignOp::Sub, BinOp::Add) | (AssignOp::Add, BinOp::Sub) => "-=",
+                                _ => "+=",
+                            };
+                            let first = if op == AssignOp::Sub { "-=" } else { "+=" };
+                            if op == AssignOp::Mul {
+                                format!("{} *= {} {} {}: a block cannot be multiplied by a block sum", self.show(dst), self.show(l), bop.text(), self.show(r))
+                            } else {
+                                format!(
+                                    "{} {} {} {} {}: only `=` may assign a block sum; write it as two statements: {} {first} {} then {} {second} {}",
+                                    self.show(dst), op.text(), self.show(l), bop.text(), self.show(r), self.show(dst), self.show(l), self.show(dst), self.show(r)
+                                )
+                            }
+                        },
                     );
                     return;
                 }
@@ -377,7 +417,12 @@ impl Checker<'_> {
                     AssignOp::Assign => false,
                     AssignOp::Add => true,
                     _ => {
-                        self.diags.error(span, format!("`{}` with a block product is not supported; only `=` and `+=` (to subtract, scale one operand by -1.0)", op.text()));
+                        let hint = if op == AssignOp::Sub {
+                            " (to subtract, compute the product into a temp block and use -=)"
+                        } else {
+                            " (SIAL has no element-wise block product)"
+                        };
+                        self.diags.error(span, format!("`{}` with a block product is not supported; only `=` and `+=`{hint}", op.text()));
                         return;
                     }
                 };
@@ -729,4 +774,10 @@ fn scalar_assign(op: AssignOp) -> ScalarAssign {
         AssignOp::Sub => ScalarAssign::Sub,
         AssignOp::Mul => ScalarAssign::Mul,
     }
+}
+
+/// "an aoindex", "a moindex".
+pub(super) fn article(word: &str) -> String {
+    let an = word.starts_with(['a', 'e', 'i', 'o', 'u']);
+    format!("{} {word}", if an { "an" } else { "a" })
 }

@@ -313,7 +313,7 @@ impl Checker<'_> {
                     self.program.arrays[a.index()].used = true;
                     t(Node::Array(a), Types::ARRAY)
                 }
-                Sym::Proc(_) | Sym::Special(_) | Sym::Program => {
+                Sym::Proc(_) | Sym::Special(_) | Sym::Program | Sym::Poisoned => {
                     self.diags
                         .error(span, format!("{} is not a variable", r.name.text));
                     None
@@ -447,7 +447,7 @@ impl Checker<'_> {
         }
     }
 
-    fn kind_desc(&self, slot: IndexSlot) -> String {
+    pub(super) fn kind_desc(&self, slot: IndexSlot) -> String {
         let x = &self.program.indices[slot.index()];
         match (x.kind, x.parent) {
             (bc::IndexKind::Sub, Some(p)) => {
@@ -493,7 +493,7 @@ impl Checker<'_> {
         span: Span,
     ) -> Option<RegionRef> {
         if ranges.len() != rank {
-            self.diags.error(span, format!("number of indices does not match declaration of array {name}: {} ranges given, {rank} declared", ranges.len()));
+            self.diags.error(span, format!("number of indices does not match declaration of array {name}: {} given, {rank} declared", count(ranges.len(), "range", "ranges")));
             return None;
         }
         let mut out = Vec::new();
@@ -720,4 +720,9 @@ pub(super) fn full_contraction(l: &[IndexSlot], r: &[IndexSlot]) -> bc::Contract
         left_free: Vec::new(),
         right_free: Vec::new(),
     }
+}
+
+/// "1 index", "2 indices".
+pub(super) fn count(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
 }

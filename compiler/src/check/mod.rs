@@ -157,7 +157,6 @@ impl Checker<'_> {
                             crate::Diagnostic::error(d.span, format!("declaration of {} after the first statement; all declarations must come before the statements", d.name.text))
                                 .with_note(format!("the first statement is at line {}", self.sources.line(stmt))),
                         );
-                        continue;
                     }
                     self.declaration(f, d);
                     if let ast::DeclKind::Proc { body, end_name } = &d.kind {
@@ -194,8 +193,14 @@ impl Checker<'_> {
         bc::ExprId(self.program.exprs.len() as u32 - 1)
     }
 
+    /// Warns about arrays and procedures of the main file that nothing uses; skipped when there
+    /// are errors, since an erroneous statement may be the missing use.
     fn warn_unused(&mut self, main: usize) {
+        let quiet = self.diags.has_errors();
         for (slot, a) in self.program.arrays.iter().enumerate() {
+            if quiet {
+                break;
+            }
             let (span, file) = self.array_decl_spans[slot];
             if !a.used && file == main {
                 let line = self.sources.line(span);
@@ -217,7 +222,7 @@ impl Checker<'_> {
             }
         }
         for (i, p) in self.procs.iter().enumerate() {
-            if !reachable[i] && p.file == main {
+            if !reachable[i] && p.file == main && !quiet {
                 let line = self.sources.line(p.span);
                 self.diags.warning(
                     p.span,
@@ -271,3 +276,6 @@ fn relocate(op: &mut Op, base: Pc) {
         _ => {}
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -3,7 +3,7 @@
 
 use super::Checker;
 use super::body::Body;
-use super::expr::{Node, Types};
+use super::expr::{Node, Types, count};
 use super::symbols::Sym;
 use crate::bytecode::{
     self as bc, ArrayKind, ArraySlot, ExecArg, Intent, Op, Operand, PrintItem, ValueType,
@@ -233,7 +233,7 @@ impl Checker<'_> {
             None => sel = vec![None; dims.len()],
             Some(items) => {
                 if items.len() != dims.len() {
-                    self.diags.error(span, format!("index list in {stmt} statement incompatible with array {}: {} indices given, {} declared", array.text, items.len(), dims.len()));
+                    self.diags.error(span, format!("index list in {stmt} statement incompatible with array {}: {} given, {} declared", array.text, count(items.len(), "index", "indices"), dims.len()));
                     return;
                 }
                 for (d, item) in items.iter().enumerate() {
@@ -256,10 +256,16 @@ impl Checker<'_> {
                             let ok = u.kind == dk.kind
                                 && (u.kind != bc::IndexKind::Sub || u.parent == dk.parent);
                             if !ok {
-                                self.diags.error(
-                                    name.span,
-                                    format!("index in {stmt} statement incompatible with declaration of array {}: {} is a {}, dimension {} is declared with {} ({})", array.text, u.name, u.kind.name(), d + 1, dk.name, dk.kind.name()),
+                                let msg = format!(
+                                    "index in {stmt} statement incompatible with declaration of array {}: {} is {}, dimension {} is declared with {} ({})",
+                                    array.text,
+                                    u.name,
+                                    super::blocks::article(&self.kind_desc(slot)),
+                                    d + 1,
+                                    dk.name,
+                                    self.kind_desc(declared)
                                 );
+                                self.diags.error(name.span, msg);
                                 return;
                             }
                             sel.push(Some(slot));
@@ -368,6 +374,13 @@ impl Checker<'_> {
     ) -> Option<ExecArg> {
         match arg {
             Arg::Double(v, _) => Some(ExecArg::Literal(*v)),
+            Arg::Str(_, span) => {
+                self.diags.error(
+                    *span,
+                    "illegal argument type for execute statement: a string cannot be passed",
+                );
+                None
+            }
             Arg::Int(v, span) => {
                 self.diags.error(*span, format!("illegal argument type for execute statement: the int literal {v} cannot be passed; write {v}.0 to pass a scalar"));
                 None
@@ -424,6 +437,15 @@ impl Checker<'_> {
             },
             _ if t.types.has(Types::INT) => PrintItem::IntExpr(self.lower(&t, ValueType::Int)),
             Node::Block(blk) if !blk.sub_block => PrintItem::Block(Operand::Block(blk.r.clone())),
+            Node::Array(a) => {
+                let msg = format!(
+                    "unexpected argument for print statement: {}; print its blocks, {}[...]",
+                    self.array_desc(*a),
+                    self.program.arrays[a.index()].name
+                );
+                self.diags.error(value.span, msg);
+                return;
+            }
             _ => {
                 self.diags.error(
                     value.span,
@@ -446,7 +468,12 @@ impl Checker<'_> {
             ast::GpuOp::Get => bc::GpuOp::Get,
         };
         let Arg::Ref(r) = arg else {
-            self.diags.error(arg.span(), "incorrect argument for a gpu statement: give a block, or the name of a scalar, int or static array");
+            let what = if matches!(arg, Arg::Str(..)) {
+                "a string"
+            } else {
+                "a literal"
+            };
+            self.diags.error(arg.span(), format!("incorrect argument for a gpu statement: {what}; give a block, or the name of a scalar, int or static array"));
             return;
         };
         let Some(t) = self.reference(b, r) else {
@@ -460,6 +487,15 @@ impl Checker<'_> {
             }
             // An int lives on the host; moving it is a no-op hint, so nothing is emitted.
             Node::IntVar(_) => return,
+            Node::Array(a) => {
+                let msg = format!(
+                    "Illegal argument for a gpu statement: {}; pass a block, {}[...]",
+                    self.array_desc(a),
+                    self.program.arrays[a.index()].name
+                );
+                self.diags.error(r.span, msg);
+                return;
+            }
             _ => {
                 self.diags.error(
                     r.span,
@@ -529,6 +565,16 @@ impl Checker<'_> {
             Op::RestorePersistent { object, label }
         };
         self.emit(b, op, span);
+    }
+
+    /// "a is a local array".
+    fn array_desc(&self, a: ArraySlot) -> String {
+        let array = &self.program.arrays[a.index()];
+        format!(
+            "{} is {} array",
+            array.name,
+            super::blocks::article(array.kind.name())
+        )
     }
 
     fn predefined_persistent(&mut self, name: &ast::Name, set: bool) {

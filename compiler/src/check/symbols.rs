@@ -18,6 +18,9 @@ pub enum Sym {
     /// A procedure, by its declaration order in the whole unit.
     Proc(usize),
     Special(SpecialSlot),
+    /// A declaration that had an error: its name is known, so later uses are not reported as
+    /// undeclared, and they are not checked further (every error has been said once).
+    Poisoned,
 }
 
 #[derive(Clone, Debug)]
@@ -106,12 +109,14 @@ impl Checker<'_> {
             let p = self.symbols.get(prev);
             let line = self.sources.line(p.span);
             let path = self.sources.path(p.span.file).display().to_string();
+            let what = if p.sym == Sym::Program {
+                "the name of the program declared"
+            } else {
+                "already declared"
+            };
             self.diags.push(
                 Diagnostic::error(name.span, format!("duplicate declaration of {}", name.text))
-                    .with_note(format!(
-                        "{} is already declared at {}:{}",
-                        name.text, path, line
-                    )),
+                    .with_note(format!("{} is {what} at {}:{}", name.text, path, line)),
             );
             return false;
         }
@@ -140,6 +145,9 @@ impl Checker<'_> {
             return match self.symbols.own[pf].get(rest) {
                 Some(&id) => {
                     let sym = self.symbols.get(id).sym;
+                    if sym == Sym::Poisoned {
+                        return None;
+                    }
                     if let Sym::Array(a) = sym {
                         self.program.arrays[a.index()].used = true;
                     }
@@ -162,6 +170,9 @@ impl Checker<'_> {
         match found {
             Some(Visible::One(id)) => {
                 let sym = self.symbols.get(id).sym;
+                if sym == Sym::Poisoned {
+                    return None;
+                }
                 // Any mention in a statement counts as a use, even in a statement with an error,
                 // so that an error is not followed by a misleading "never used" warning.
                 if let Sym::Array(a) = sym {
@@ -187,6 +198,36 @@ impl Checker<'_> {
                 None
             }
         }
+    }
+
+    /// Like [`Self::lookup`] for an unqualified name, without reporting anything.
+    fn peek(&self, f: usize, name: &str) -> Option<Sym> {
+        if name.contains('.') {
+            return None;
+        }
+        match self.symbols.own[f]
+            .get(name)
+            .copied()
+            .map(Visible::One)
+            .or_else(|| self.symbols.imported[f].get(name).copied())
+        {
+            Some(Visible::One(id)) => Some(self.symbols.get(id).sym),
+            _ => None,
+        }
+    }
+
+    /// The line of a declaration of `name` anywhere in file `f` (used when a name is used
+    /// before its declaration).
+    pub(super) fn declared_later(&self, f: usize, name: &str) -> Option<u32> {
+        self.unit.files[f]
+            .ast
+            .program
+            .body
+            .iter()
+            .find_map(|item| match item {
+                ast::Item::Decl(d) if d.name.text == name => Some(self.sources.line(d.span)),
+                _ => None,
+            })
     }
 
     pub(super) fn file_path(&self, f: usize) -> String {
@@ -313,6 +354,7 @@ impl Checker<'_> {
             }
             DeclKind::Special { signature } => {
                 let mut intents = Vec::new();
+                let mut ok = true;
                 if let Some(sig) = signature {
                     for c in sig.text.chars() {
                         match c {
@@ -321,6 +363,7 @@ impl Checker<'_> {
                             'u' => intents.push(bc::Intent::Update),
                             other => {
                                 self.diags.error(sig.span, format!("illegal character {other} in special instruction signature {} (use r, w or u per argument)", sig.text));
+                                ok = false;
                                 break;
                             }
                         }
@@ -336,6 +379,10 @@ impl Checker<'_> {
                             ),
                         );
                     }
+                }
+                if !ok {
+                    self.declare(f, &d.name, Sym::Poisoned);
+                    return;
                 }
                 let slot = SpecialSlot(self.program.specials.len() as u32);
                 if self.declare(f, &d.name, Sym::Special(slot)) {
@@ -387,18 +434,37 @@ impl Checker<'_> {
             );
         }
         let mut slots = Vec::new();
+        let mut ok = true;
         for dim in dims {
-            match self.lookup(f, dim) {
+            match self.peek(f, &dim.text) {
                 Some(Sym::Index(s)) => slots.push(s),
-                Some(_) => self.diags.error(
-                    dim.span,
-                    format!(
-                        "{} must be a previously declared index or subindex",
-                        dim.text
-                    ),
-                ),
-                None => {}
+                Some(_) => {
+                    ok = false;
+                    self.diags.error(
+                        dim.span,
+                        format!(
+                            "{} must be a previously declared index or subindex",
+                            dim.text
+                        ),
+                    );
+                }
+                None => {
+                    ok = false;
+                    match self.declared_later(f, &dim.text) {
+                        Some(line) => self.diags.error(
+                            dim.span,
+                            format!("{} must be a previously declared index or subindex (it is declared later, at line {line})", dim.text),
+                        ),
+                        None => {
+                            self.lookup(f, dim);
+                        }
+                    }
+                }
             }
+        }
+        if !ok {
+            self.declare(f, &d.name, Sym::Poisoned);
+            return;
         }
         let kind = match kind {
             K::Static => bc::ArrayKind::Static,

@@ -341,13 +341,15 @@ pub enum Arg {
     Ref(Reference),
     Int(i64, Span),
     Double(f64, Span),
+    /// Never valid; parsed so that the message can say why.
+    Str(String, Span),
 }
 
 impl Arg {
     pub fn span(&self) -> Span {
         match self {
             Arg::Ref(r) => r.span,
-            Arg::Int(_, s) | Arg::Double(_, s) => *s,
+            Arg::Int(_, s) | Arg::Double(_, s) | Arg::Str(_, s) => *s,
         }
     }
 }

@@ -15,11 +15,37 @@ const NO_STATEMENT_FORM: &[&str] = &[
     "print_int",
 ];
 
-pub fn syntax_error(file: FileId, text: &str, e: &Error<Rule>) -> Diagnostic {
-    let pos = match e.location {
+pub fn syntax_error(
+    file: FileId,
+    text: &str,
+    e: &Error<Rule>,
+    attempts: Option<(usize, Vec<String>)>,
+) -> Diagnostic {
+    let rule_pos = match e.location {
         InputLocation::Pos(p) => p,
         InputLocation::Span((s, _)) => s,
     };
+    // Literal tokens (`=`, `]`, ...) are not rules, so pest's own position can lag behind the
+    // real point of failure; the detailed attempts know the furthest position and its tokens.
+    // Only punctuation is worth naming: blanks, comments and the characters that would extend
+    // a name are always possible somewhere and say nothing.
+    let literal = attempts
+        .map(|(at, tokens)| {
+            let useful: Vec<String> = tokens
+                .into_iter()
+                .filter(|t| {
+                    !t.contains("..")
+                        && !matches!(
+                            t.as_str(),
+                            "" | " " | "\t" | "\x0c" | "#" | "." | "_" | "BUILTIN_RULE"
+                        )
+                        && !t.chars().all(|c| c.is_ascii_alphabetic())
+                })
+                .collect();
+            (at, useful)
+        })
+        .filter(|(at, tokens)| *at >= rule_pos && !tokens.is_empty());
+    let pos = literal.as_ref().map_or(rule_pos, |(at, _)| *at);
     let src = SourceFile::new(Default::default(), text.to_string());
     let pest_line = src.line_col(pos).0;
     if let Some((_, d)) = structure::first_mismatch(file, text) {
@@ -35,9 +61,13 @@ pub fn syntax_error(file: FileId, text: &str, e: &Error<Rule>) -> Diagnostic {
         pos,
         pos + found.len().max(1).min(text.len().saturating_sub(pos)),
     );
-    let positives: Vec<Rule> = match &e.variant {
-        ErrorVariant::ParsingError { positives, .. } => positives.clone(),
-        ErrorVariant::CustomError { .. } => Vec::new(),
+    // At the same position both kinds of expectation are informative; past it, only the tokens.
+    let positives: Vec<Rule> = match (&e.variant, &literal) {
+        (ErrorVariant::ParsingError { positives, .. }, Some((at, _))) if *at == rule_pos => {
+            positives.clone()
+        }
+        (ErrorVariant::ParsingError { positives, .. }, None) => positives.clone(),
+        _ => Vec::new(),
     };
     let lower = found.to_ascii_lowercase();
     let line_start = text[..pos.min(text.len())]
@@ -86,9 +116,27 @@ pub fn syntax_error(file: FileId, text: &str, e: &Error<Rule>) -> Diagnostic {
             format!("`{lower}` is a reserved word and cannot be used as a name"),
         );
     }
-    let mut expected: Vec<&str> = Vec::new();
+    let mut expected: Vec<String> = Vec::new();
     for r in &positives {
-        let w = describe(*r);
+        let w = describe(*r).to_string();
+        if !expected.contains(&w) {
+            expected.push(w);
+        }
+    }
+    for token in literal.map(|(_, tokens)| tokens).unwrap_or_default() {
+        let w = match token.as_str() {
+            "\n" | "\r" => continue,
+            "*" | "**" | "+" | "/" | "^" => "an operator".to_string(),
+            "-" if expected
+                .iter()
+                .any(|e| e.starts_with("an ") || e.starts_with("a range")) =>
+            {
+                continue;
+            }
+            "\"" | "(" if expected.iter().any(|e| e == "an expression") => continue,
+            "-" => "an operator".to_string(),
+            t => format!("`{t}`"),
+        };
         if !expected.contains(&w) {
             expected.push(w);
         }

@@ -34,7 +34,18 @@ pub fn parse_file(file: FileId, text: &str) -> (Option<File>, Vec<Diagnostic>) {
         return (None, vec![d]);
     }
     match SialParser::parse(Rule::file, text) {
-        Err(e) => (None, vec![syntax_error(file, text, &e)]),
+        Err(e) => {
+            // Parse again, collecting the tokens (not only the rules) expected at the point of
+            // failure; this costs time, so only a failed parse pays it.
+            pest::set_error_detail(true);
+            let detailed = SialParser::parse(Rule::file, text).err();
+            pest::set_error_detail(false);
+            let attempts = detailed.as_ref().and_then(|d| d.parse_attempts()).map(|a| {
+                let tokens = a.expected_tokens().iter().map(|t| t.to_string()).collect();
+                (a.max_position, tokens)
+            });
+            (None, vec![syntax_error(file, text, &e, attempts)])
+        }
         Ok(mut pairs) => {
             let mut b = Builder {
                 file,
@@ -529,6 +540,7 @@ impl Builder {
             Rule::integer => Arg::Int(self.integer_value(&c, false), span),
             Rule::double => Arg::Double(self.double_value(&c), span),
             Rule::exponent_double => Arg::Double(self.exponent_double(&c), span),
+            Rule::string => Arg::Str(unquote(c.as_str()), span),
             _ => Arg::Ref(self.reference(c)),
         }
     }

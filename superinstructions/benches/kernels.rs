@@ -3,7 +3,7 @@
 //!
 //! Run: `cargo bench -p sial-superinstructions -- --warm-up-time 1 --measurement-time 3`.
 //! `benches/numpy_compare.py` times the same operations with numpy; results and the comparison
-//! are in docs/benchmarks-kernels.md.
+//! are in docs/benchmarks.md.
 
 use criterion::{BenchmarkId, Criterion, Throughput, black_box, criterion_group, criterion_main};
 use sial_superinstructions::{ContractionPlan, Label, Parallelism, Shape, copy, permute};

@@ -447,12 +447,15 @@ impl Checker<'_> {
                 return;
             }
             _ => {
+                let what = if t.types.has(Types::BLOCK) {
+                    "a block expression cannot be printed; assign it to a temp block and print that"
+                        .to_string()
+                } else {
+                    format!("{} cannot be printed", t.types.describe())
+                };
                 self.diags.error(
                     value.span,
-                    format!(
-                        "unexpected argument for print statement: {} cannot be printed",
-                        t.types.describe()
-                    ),
+                    format!("unexpected argument for print statement: {what}"),
                 );
                 return;
             }

@@ -98,6 +98,12 @@ pub fn syntax_error(
     if lower == "import" {
         return Diagnostic::error(span, "import lines must come before the `sial` line");
     }
+    if lower == ";" {
+        return Diagnostic::error(
+            span,
+            "SIAL has no statement separator `;`: put each statement on its own line",
+        );
+    }
     if ["<", ">", "<=", ">=", "==", "!="].contains(&lower.as_str()) {
         return Diagnostic::error(
             span,

@@ -38,6 +38,32 @@ enum Command {
         #[arg(short = 'I', value_name = "DIR")]
         include: Vec<PathBuf>,
     },
+    /// Run a job: programs (sources or bytecode) in order, or a setup file that lists them.
+    Run {
+        /// `.sial`/`.sialx` sources, bytecode files, or one setup file (`.toml`, ACES4 `.json`).
+        #[arg(required = true)]
+        job: Vec<PathBuf>,
+        /// Setup data (default: NAME.toml beside the first program, if there is one).
+        #[arg(long, value_name = "FILE")]
+        setup: Option<PathBuf>,
+        /// Set a predefined int or scalar.
+        #[arg(long = "set", value_name = "NAME=VALUE")]
+        set: Vec<String>,
+        /// Set the segment extents of an index kind.
+        #[arg(long = "segments", value_name = "KIND=E1,E2,...")]
+        segments: Vec<String>,
+        /// Worker ranks (this build runs one worker).
+        #[arg(long)]
+        workers: Option<usize>,
+        /// Server ranks (this build runs none: distributed arrays live in the worker).
+        #[arg(long)]
+        servers: Option<usize>,
+        /// Write the final state of every program as JSON (format sial-dump/1).
+        #[arg(long, value_name = "FILE.json")]
+        dump: Option<PathBuf>,
+        #[arg(short = 'I', value_name = "DIR")]
+        include: Vec<PathBuf>,
+    },
     /// Print a readable listing of a program's bytecode (from a bytecode file or a source).
     Disasm {
         file: PathBuf,
@@ -95,6 +121,25 @@ fn run(cli: Cli) -> ExitCode {
             }
             ExitCode::SUCCESS
         }
+        Command::Run {
+            job,
+            setup,
+            set,
+            segments,
+            workers,
+            servers,
+            dump,
+            include,
+        } => run_job(RunArgs {
+            job,
+            setup,
+            set,
+            segments,
+            workers,
+            servers,
+            dump,
+            include,
+        }),
         Command::Disasm { file, include } => {
             let program = match load_program(&file, &Options::from_env(include)) {
                 Ok(p) => p,
@@ -148,4 +193,103 @@ fn load_program(path: &Path, options: &Options) -> Result<bytecode::Program, Exi
     compile(path, options)
         .and_then(|c| c.program)
         .ok_or(ExitCode::from(1))
+}
+
+struct RunArgs {
+    job: Vec<PathBuf>,
+    setup: Option<PathBuf>,
+    set: Vec<String>,
+    segments: Vec<String>,
+    workers: Option<usize>,
+    servers: Option<usize>,
+    dump: Option<PathBuf>,
+    include: Vec<PathBuf>,
+}
+
+fn is_setup_file(p: &Path) -> bool {
+    p.extension().is_some_and(|e| e == "toml" || e == "json")
+}
+
+/// `sial run`: resolves the programs and the setup, compiles, runs, dumps.
+fn run_job(args: RunArgs) -> ExitCode {
+    let fail = |msg: String| {
+        eprintln!("sial: error: {msg}");
+        ExitCode::from(1)
+    };
+    if args.workers.is_some_and(|w| w != 1) || args.servers.is_some_and(|s| s != 0) {
+        return fail("this build runs one worker and no servers; use --workers 1 --servers 0 (or neither option)".into());
+    }
+    let (setup_files, mut programs): (Vec<PathBuf>, Vec<PathBuf>) =
+        args.job.into_iter().partition(|p| is_setup_file(p));
+    let mut setup_path = args.setup;
+    match (setup_files.len(), &setup_path) {
+        (0, _) => {}
+        (1, None) => setup_path = setup_files.into_iter().next(),
+        _ => return fail("give one setup file (as a job or with --setup)".into()),
+    }
+    let setup_path = setup_path.or_else(|| {
+        programs
+            .first()
+            .and_then(|p| sial_interpreter::setup::beside(p))
+    });
+    let mut setup = match &setup_path {
+        Some(p) => match sial_interpreter::setup::load(p, &args.include) {
+            Ok(s) => s,
+            Err(e) => return fail(e.to_string()),
+        },
+        None => sial_interpreter::setup::Setup::default(),
+    };
+    for a in &args.set {
+        if let Err(e) = setup.set(a) {
+            return fail(e.to_string());
+        }
+    }
+    for a in &args.segments {
+        if let Err(e) = setup.set_segments(a) {
+            return fail(e.to_string());
+        }
+    }
+    if programs.is_empty() {
+        programs = setup.programs.clone();
+    }
+    if programs.is_empty() {
+        return fail(
+            "no program to run: name a .sial file or a setup file that lists programs".into(),
+        );
+    }
+    let options = Options::from_env(args.include.clone());
+    let mut compiled = Vec::new();
+    for p in &programs {
+        match load_program(p, &options) {
+            Ok(program) => compiled.push(program),
+            Err(code) => return code,
+        }
+    }
+    let registry = sial_interpreter::specials::Registry::with_general();
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    let mut dumped = Vec::new();
+    let work_dir = std::env::current_dir().unwrap_or_default();
+    let result =
+        sial_interpreter::job::run(&compiled, &setup, &registry, &mut out, work_dir, |state| {
+            if args.dump.is_some() {
+                dumped.push(sial_interpreter::dump::program(state));
+            }
+        });
+    let _ = out.flush();
+    drop(out);
+    if let Some(path) = &args.dump {
+        let text =
+            serde_json::to_string_pretty(&sial_interpreter::dump::job(dumped)).unwrap_or_default();
+        if let Err(e) = std::fs::write(path, text + "\n") {
+            return fail(format!("cannot write {}: {e}", path.display()));
+        }
+    }
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{e}");
+            ExitCode::from(1)
+        }
+    }
 }

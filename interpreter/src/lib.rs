@@ -1,1 +1,16 @@
-//! Runs SIAL bytecode. The single-process interpreter arrives with the interpreter issue.
+//! Runs SIAL bytecode.
+//!
+//! Layers: [`setup`] (job input: programs, predefined values, segment tables, arrays),
+//! [`specials`] (the registry of named super instructions), [`print`] (the production print
+//! formats of SIAL-SPEC §7.12) and the worker that executes a program.
+
+pub mod dump;
+pub mod error;
+pub mod job;
+pub mod layout;
+pub mod persist;
+pub mod print;
+pub mod setup;
+pub mod specials;
+pub mod store;
+pub mod worker;

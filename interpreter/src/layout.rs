@@ -1,0 +1,155 @@
+//! Index ranges and segment extents of a loaded program: the bytecode's index table bound to the
+//! setup's segment tables and predefined ints (SIAL-SPEC §3.1).
+
+use crate::error::{Result, RuntimeError};
+use crate::setup::Setup;
+use sial_compiler::bytecode::{Bound, IndexKind, IndexSlot, Program};
+
+/// Subsegments per segment of a subindex's parent (SIAL-SPEC §3.1.4).
+pub const SUBSEGMENTS: i32 = 4;
+
+/// One index with its range resolved.
+#[derive(Clone, Debug)]
+pub struct IndexRange {
+    pub name: String,
+    pub kind: IndexKind,
+    /// First and last segment (inclusive); `hi < lo` is an empty range.
+    pub lo: i32,
+    pub hi: i32,
+    pub parent: Option<IndexSlot>,
+}
+
+impl IndexRange {
+    pub fn count(&self) -> i64 {
+        (self.hi as i64 - self.lo as i64 + 1).max(0)
+    }
+
+    pub fn contains(&self, v: i32) -> bool {
+        v >= self.lo && v <= self.hi
+    }
+}
+
+/// Index ranges and the segment tables they use.
+#[derive(Clone, Debug)]
+pub struct Layout {
+    pub indices: Vec<IndexRange>,
+    /// Extents per segment (1-based segment `v` at `[v - 1]`), per index slot's kind; empty for
+    /// simple indices and subindices.
+    tables: Vec<Vec<usize>>,
+}
+
+impl Layout {
+    /// Resolves every index of `program` against `setup` and checks that each segment of each
+    /// declared range has an extent.
+    pub fn new(program: &Program, ints: &[i32], setup: &Setup) -> Result<Layout> {
+        let bound = |b: Bound| match b {
+            Bound::Literal(v) => v,
+            Bound::Predefined(s) => ints[s.index()],
+        };
+        let mut indices = Vec::new();
+        let mut tables = Vec::new();
+        for x in &program.indices {
+            let (lo, hi) = (bound(x.lo), bound(x.hi));
+            let range = IndexRange {
+                name: x.name.clone(),
+                kind: x.kind,
+                lo,
+                hi,
+                parent: x.parent,
+            };
+            let table = match x.kind {
+                IndexKind::Simple | IndexKind::Sub => Vec::new(),
+                kind => {
+                    if lo < 1 {
+                        return Err(RuntimeError::input(format!(
+                            "index {} = {lo}:{hi}: a {} range must start at segment 1 or later",
+                            x.name,
+                            kind.name()
+                        )));
+                    }
+                    let Some(table) = setup.segments.get(kind.name()) else {
+                        return Err(RuntimeError::input(format!(
+                            "Could not find segment descriptor for {}: the setup data has no segment table for index {} (give one with --segments {}=e1,e2,... or in the setup file)",
+                            kind.name(),
+                            x.name,
+                            kind.name()
+                        )));
+                    };
+                    if hi as i64 > table.len() as i64 {
+                        return Err(RuntimeError::input(format!(
+                            "SIAL program/ setup data incompatibility.  Not enough segments for index type {}: index {} = {lo}:{hi} needs {hi} segments, the setup has {}",
+                            kind.name(),
+                            x.name,
+                            table.len()
+                        )));
+                    }
+                    table.clone()
+                }
+            };
+            indices.push(range);
+            tables.push(table);
+        }
+        Ok(Layout { indices, tables })
+    }
+
+    pub fn range(&self, slot: IndexSlot) -> &IndexRange {
+        &self.indices[slot.index()]
+    }
+
+    /// Extent of segment `v` of index `slot`. For a subindex, `parent_value` is the current
+    /// segment of its parent.
+    pub fn extent(&self, slot: IndexSlot, v: i32, parent_value: i32) -> usize {
+        let x = &self.indices[slot.index()];
+        match (x.kind, x.parent) {
+            (IndexKind::Simple, _) => 1,
+            (IndexKind::Sub, Some(p)) => {
+                let whole = self.extent(p, parent_value, 0);
+                sub_extent(whole, v)
+            }
+            _ => usize::try_from(v - 1)
+                .ok()
+                .and_then(|i| self.tables[slot.index()].get(i))
+                .copied()
+                .unwrap_or(0),
+        }
+    }
+
+    /// Sum of the extents of segments `from..v` (the offset of segment `v` in an array that starts
+    /// at segment `from`).
+    pub fn offset(&self, slot: IndexSlot, from: i32, v: i32) -> usize {
+        (from..v).map(|s| self.extent(slot, s, 0)).sum()
+    }
+
+    /// Offset of subsegment `k` inside its parent segment of extent `whole`.
+    pub fn sub_offset(whole: usize, k: i32) -> usize {
+        (1..k).map(|s| sub_extent(whole, s)).sum()
+    }
+
+    /// Full extent of an index's declared range.
+    pub fn full_extent(&self, slot: IndexSlot) -> usize {
+        let x = &self.indices[slot.index()];
+        (x.lo..=x.hi).map(|v| self.extent(slot, v, 0)).sum()
+    }
+}
+
+/// Extent of subsegment `k` (1-based) of a segment of extent `whole`.
+pub fn sub_extent(whole: usize, k: i32) -> usize {
+    let s = SUBSEGMENTS as usize;
+    let k = k.max(1) as usize;
+    whole / s + usize::from(k <= whole % s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn subsegments_split_as_the_spec_says() {
+        // E = 10, S = 4: 3 3 2 2
+        let e: Vec<usize> = (1..=4).map(|k| sub_extent(10, k)).collect();
+        assert_eq!(e, vec![3, 3, 2, 2]);
+        assert_eq!(Layout::sub_offset(10, 3), 6);
+        let e: Vec<usize> = (1..=4).map(|k| sub_extent(2, k)).collect();
+        assert_eq!(e, vec![1, 1, 0, 0]);
+    }
+}

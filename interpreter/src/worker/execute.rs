@@ -1,0 +1,402 @@
+//! Output, special instructions and persistence: the instructions that talk to the world
+//! outside the block computations.
+
+use super::Worker;
+use crate::error::{Result, RuntimeError};
+use crate::print;
+use crate::specials::{Arg, ArgKind, Context};
+use crate::store::{Block, Storage};
+use sial_compiler::bytecode::{
+    ArrayKind, ExecArg, Intent, Operand, Persistent, PrintItem, SpecialSlot,
+};
+
+impl Worker<'_> {
+    fn emit(&mut self, text: &str) -> Result<()> {
+        self.env
+            .out
+            .write_all(text.as_bytes())
+            .map_err(|e| RuntimeError::new(format!("cannot write output: {e}")))
+    }
+
+    pub(super) fn print(&mut self, item: &PrintItem, newline: bool) -> Result<()> {
+        let line = self.line;
+        let p = self.program;
+        let mut text = match item {
+            PrintItem::Str(s) => print::string(&p.strings[s.index()]),
+            PrintItem::IntVar(s) => {
+                print::named_int(line, &p.ints[s.index()].name, self.ints[s.index()])
+            }
+            PrintItem::Index(s) => {
+                print::named_int(line, &p.indices[s.index()].name, self.index_value(*s)?)
+            }
+            PrintItem::ScalarVar(s) => {
+                print::named_scalar(line, &p.scalars[s.index()].name, self.scalars[s.index()])
+            }
+            PrintItem::IntExpr(e) => print::int_value(self.eval_int(*e)?),
+            PrintItem::ScalarExpr(e) => print::scalar_value(self.eval_scalar(*e)?),
+            PrintItem::Block(Operand::Block(r)) => {
+                let b = self.read_block(r)?;
+                let (key, _) = self.locate(r)?;
+                let rank = r.indices.len();
+                print::block(
+                    line,
+                    self.array_name(r.array),
+                    key.rank_segments(rank),
+                    &b.shape,
+                    &b.data,
+                )
+            }
+            PrintItem::Block(Operand::Region(r)) => {
+                let b = self.read_region(r)?;
+                let (lower, upper, _) = self.region_bounds(r)?;
+                print::region(
+                    line,
+                    self.array_name(r.array),
+                    &lower,
+                    &upper,
+                    &b.shape,
+                    &b.data,
+                )
+            }
+            PrintItem::Array(a) => match &self.storage[a.index()] {
+                Storage::Whole(b) => {
+                    print::static_array(line, self.array_name(*a), &b.shape, &b.data)
+                }
+                _ => {
+                    return Err(RuntimeError::new(
+                        "internal: print of a whole non-static array",
+                    ));
+                }
+            },
+        };
+        if newline {
+            text.push('\n');
+        }
+        self.emit(&text)
+    }
+
+    pub(super) fn execute(&mut self, slot: SpecialSlot, args: &[ExecArg]) -> Result<()> {
+        let special = &self.program.specials[slot.index()];
+        let name = special.name.clone();
+        let Some(f) = self.env.registry.get(&name) else {
+            return Err(RuntimeError::new(format!(
+                "special instruction {name} at slot {} not installed",
+                slot.0
+            )));
+        };
+        if args.len() > 6 {
+            return Err(RuntimeError::new(
+                "Implementation restriction:  At most 6 arguments to a super instruction supported",
+            ));
+        }
+        let intents = special.intents.clone();
+        let mut passed = Vec::with_capacity(args.len());
+        for (i, a) in args.iter().enumerate() {
+            let intent = intents.get(i).copied().unwrap_or(Intent::Read);
+            passed.push(self.special_arg(a, intent)?);
+        }
+        let result = f(self, &mut passed);
+        if let Err(msg) = result {
+            return Err(RuntimeError::new(format!(
+                "error returned from special super instruction {name}: {msg}"
+            )));
+        }
+        for ((a, arg), i) in args.iter().zip(passed).zip(0..) {
+            if intents.get(i).copied().unwrap_or(Intent::Read) != Intent::Read {
+                self.return_arg(a, arg)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn special_arg(&mut self, a: &ExecArg, intent: Intent) -> Result<Arg> {
+        let zero = intent == Intent::Write;
+        Ok(match a {
+            ExecArg::Block(r) => {
+                let (key, shape) = self.locate(r)?;
+                let b = if zero {
+                    Block::zeros(shape)
+                } else if intent == Intent::Update {
+                    self.update_block(r)?
+                } else {
+                    self.read_block(r)?
+                };
+                Arg {
+                    kind: ArgKind::Block,
+                    name: self.array_name(r.array).to_string(),
+                    rank: r.indices.len(),
+                    segments: key.rank_segments(r.indices.len()).to_vec(),
+                    shape: b.shape,
+                    data: b.data,
+                }
+            }
+            ExecArg::Region(r) => {
+                let b = self.read_region(r)?;
+                let (lower, _, _) = self.region_bounds(r)?;
+                let data = if zero {
+                    vec![0.0; b.data.len()]
+                } else {
+                    b.data
+                };
+                Arg {
+                    kind: ArgKind::Block,
+                    name: self.array_name(r.array).to_string(),
+                    rank: b.shape.len(),
+                    segments: lower,
+                    shape: b.shape,
+                    data,
+                }
+            }
+            ExecArg::Scalar(s) => Arg {
+                kind: ArgKind::Scalar,
+                name: self.program.scalars[s.index()].name.clone(),
+                rank: 0,
+                segments: Vec::new(),
+                shape: Vec::new(),
+                data: vec![if zero { 0.0 } else { self.scalars[s.index()] }],
+            },
+            ExecArg::Array(arr) => {
+                let name = self.array_name(*arr).to_string();
+                let rank = self.program.arrays[arr.index()].dims.len();
+                match &self.storage[arr.index()] {
+                    Storage::Whole(b) => Arg {
+                        kind: ArgKind::WholeArray,
+                        name,
+                        rank,
+                        segments: Vec::new(),
+                        shape: b.shape.clone(),
+                        data: if zero {
+                            vec![0.0; b.data.len()]
+                        } else {
+                            b.data.clone()
+                        },
+                    },
+                    _ => Arg {
+                        kind: ArgKind::WholeArray,
+                        name,
+                        rank,
+                        segments: Vec::new(),
+                        shape: Vec::new(),
+                        data: Vec::new(),
+                    },
+                }
+            }
+            ExecArg::Literal(v) => Arg {
+                kind: ArgKind::Literal,
+                name: String::new(),
+                rank: 0,
+                segments: Vec::new(),
+                shape: Vec::new(),
+                data: vec![*v],
+            },
+        })
+    }
+
+    /// Writes a `w`/`u` argument back where it came from.
+    fn return_arg(&mut self, a: &ExecArg, arg: Arg) -> Result<()> {
+        match a {
+            ExecArg::Block(r) => self.write_block(
+                r,
+                Block {
+                    shape: arg.shape,
+                    data: arg.data,
+                },
+            ),
+            ExecArg::Region(r) => self.write_region(
+                r,
+                &Block {
+                    shape: arg.shape,
+                    data: arg.data,
+                },
+            ),
+            ExecArg::Scalar(s) => {
+                self.scalars[s.index()] = arg.data.first().copied().unwrap_or(0.0);
+                Ok(())
+            }
+            ExecArg::Array(arr) => {
+                if let Storage::Whole(b) = &mut self.storage[arr.index()]
+                    && b.data.len() == arg.data.len()
+                {
+                    b.data = arg.data;
+                }
+                Ok(())
+            }
+            ExecArg::Literal(_) => Ok(()),
+        }
+    }
+
+    /// At the end of the program: saves every object marked with `set_persistent`.
+    pub(super) fn save_persistent(&mut self) -> Result<()> {
+        for (object, label) in std::mem::take(&mut self.marks) {
+            match object {
+                Persistent::Scalar(s) => {
+                    self.env
+                        .persisted
+                        .scalars
+                        .insert(label, self.scalars[s.index()]);
+                }
+                Persistent::Array(a) => match &self.storage[a.index()] {
+                    Storage::Whole(b) => {
+                        self.env.persisted.statics.insert(label, b.clone());
+                    }
+                    Storage::Blocks(map) => {
+                        self.env.persisted.distributed.insert(label, map.clone());
+                    }
+                    _ => {
+                        return Err(RuntimeError::new(format!(
+                            "internal: {} cannot be persistent",
+                            self.array_name(a)
+                        )));
+                    }
+                },
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) fn restore(&mut self, object: Persistent, label: &str) -> Result<()> {
+        let missing = || {
+            RuntimeError::program(format!(
+                "no persistent object \"{label}\": nothing was saved under this label by an earlier program of the job (or it was already restored)"
+            ))
+        };
+        match object {
+            Persistent::Scalar(s) => {
+                self.scalars[s.index()] = self
+                    .env
+                    .persisted
+                    .scalars
+                    .remove(label)
+                    .ok_or_else(missing)?;
+            }
+            Persistent::Array(a) => {
+                let kind = self.program.arrays[a.index()].kind;
+                if kind == ArrayKind::Static {
+                    let saved = self
+                        .env
+                        .persisted
+                        .statics
+                        .remove(label)
+                        .ok_or_else(missing)?;
+                    let Storage::Whole(b) = &mut self.storage[a.index()] else {
+                        return Err(RuntimeError::new("internal: static storage"));
+                    };
+                    if b.shape != saved.shape {
+                        return Err(RuntimeError::program(format!(
+                            "restore_persistent \"{label}\": shape inconsistent, saved {:?}, {} has {:?}",
+                            saved.shape,
+                            self.program.arrays[a.index()].name,
+                            b.shape
+                        )));
+                    }
+                    *b = saved;
+                } else {
+                    let saved = self
+                        .env
+                        .persisted
+                        .distributed
+                        .get(label)
+                        .cloned()
+                        .ok_or_else(missing)?;
+                    if let Storage::Blocks(map) = &mut self.storage[a.index()] {
+                        *map = saved;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Context for Worker<'_> {
+    fn worker_rank(&self) -> usize {
+        0
+    }
+
+    fn line(&self) -> u32 {
+        self.line
+    }
+
+    fn program(&self) -> &str {
+        &self.program.name
+    }
+
+    fn print(&mut self, text: &str) {
+        let _ = self.env.out.write_all(text.as_bytes());
+    }
+
+    fn set_all_rank_print(&mut self, on: bool) {
+        self.all_rank_print = on;
+    }
+
+    fn set_debug_print(&mut self, _on: bool) {}
+
+    fn int_constant(&self, name: &str) -> Option<i32> {
+        self.env.setup.ints.get(name).copied()
+    }
+
+    fn scalar_constant(&self, name: &str) -> Option<f64> {
+        self.env.setup.scalars.get(name).copied()
+    }
+
+    fn scalar(&self, name: &str) -> Option<f64> {
+        self.program
+            .scalars
+            .iter()
+            .position(|s| s.name == name)
+            .map(|i| self.scalars[i])
+    }
+
+    fn set_scalar(&mut self, name: &str, value: f64) -> bool {
+        match self.program.scalars.iter().position(|s| s.name == name) {
+            Some(i) => {
+                self.scalars[i] = value;
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn predefined_array(&self, name: &str) -> Option<(Vec<usize>, Vec<f64>)> {
+        self.env
+            .setup
+            .arrays
+            .get(name)
+            .map(|a| (a.shape.clone(), a.data.clone()))
+    }
+
+    fn predefined_int_array(&self, name: &str) -> Option<(Vec<usize>, Vec<i64>)> {
+        self.env
+            .setup
+            .int_arrays
+            .get(name)
+            .map(|a| (a.shape.clone(), a.data.clone()))
+    }
+
+    fn config(&self, key: &str) -> Option<String> {
+        self.env
+            .setup
+            .config
+            .get(&self.program.name)
+            .and_then(|c| c.get(key))
+            .cloned()
+    }
+
+    fn block_list(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for (i, s) in self.storage.iter().enumerate() {
+            if let Storage::Blocks(map) = s {
+                let mut keys: Vec<_> = map.keys().collect();
+                keys.sort();
+                for k in keys {
+                    out.push(self.block_text(sial_compiler::bytecode::ArraySlot(i as u32), k));
+                }
+            }
+        }
+        out
+    }
+
+    fn work_dir(&self) -> std::path::PathBuf {
+        self.env.work_dir.clone()
+    }
+}

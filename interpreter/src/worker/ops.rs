@@ -1,0 +1,377 @@
+//! Block operations (SIAL-SPEC §4.7–§4.12, §5.5): each instruction reads its operands, computes
+//! with the kernels of `sial-superinstructions`, and stores the result.
+
+use super::Worker;
+use crate::error::{Result, RuntimeError};
+use crate::store::{Block, BlockKey, Storage};
+use sial_compiler::bytecode::{BlockRef, Layout, Op, PutOp, PutValue, ScalarUpdate, Sign};
+use sial_superinstructions as k;
+
+impl Worker<'_> {
+    pub(super) fn block_op(&mut self, op: &Op) -> Result<()> {
+        match op {
+            Op::BlockScalar { dst, update, value } => {
+                let v = self.eval_scalar(*value)?;
+                let mut b = match update {
+                    ScalarUpdate::Fill => Block::zeros(self.operand_shape(dst)?),
+                    _ => self.update_operand(dst)?,
+                };
+                match update {
+                    ScalarUpdate::Fill => k::fill(&mut b.data, v),
+                    ScalarUpdate::Add => k::add_scalar(&mut b.data, v),
+                    ScalarUpdate::Scale => k::scale(&mut b.data, v),
+                }
+                self.write_operand(dst, b)
+            }
+            Op::BlockCopy { dst, src, layout } => {
+                let s = self.read_operand(src)?;
+                let mut d = Block::zeros(self.operand_shape(dst)?);
+                arrange(&mut d, &s, layout, None)?;
+                self.write_operand(dst, d)
+            }
+            Op::BlockAccumulate {
+                dst,
+                src,
+                sign,
+                layout,
+            } => {
+                let s = self.read_block(src)?;
+                let mut d = self.update_block(dst)?;
+                let alpha = if *sign == Sign::Plus { 1.0 } else { -1.0 };
+                arrange(&mut d, &s, layout, Some(alpha))?;
+                self.write_block(dst, d)
+            }
+            Op::BlockSum {
+                dst,
+                left,
+                right,
+                sign,
+            } => {
+                let (l, r) = (self.read_block(left)?, self.read_block(right)?);
+                let mut d = Block::zeros(self.shape_of(dst)?);
+                match sign {
+                    Sign::Plus => k::add(&mut d.data, &l.data, &r.data)?,
+                    Sign::Minus => k::sub(&mut d.data, &l.data, &r.data)?,
+                }
+                self.write_block(dst, d)
+            }
+            Op::BlockContract {
+                dst,
+                left,
+                right,
+                accumulate,
+                ..
+            } => {
+                let (l, r) = (self.read_block(left)?, self.read_block(right)?);
+                let mut d = if *accumulate {
+                    self.update_block(dst)?
+                } else {
+                    Block::zeros(self.shape_of(dst)?)
+                };
+                let labels = |b: &BlockRef| -> Vec<u32> { b.indices.iter().map(|i| i.0).collect() };
+                let (dl, ll, rl) = (labels(dst), labels(left), labels(right));
+                let (ds, ls, rs) = (
+                    k::Shape::new(&d.shape)?,
+                    k::Shape::new(&l.shape)?,
+                    k::Shape::new(&r.shape)?,
+                );
+                let plan = k::ContractionPlan::new((&dl, &ds), (&ll, &ls), (&rl, &rs))?;
+                plan.execute(
+                    &mut d.data,
+                    &l.data,
+                    &r.data,
+                    if *accumulate { 1.0 } else { 0.0 },
+                )?;
+                self.write_block(dst, d)
+            }
+            Op::BlockScaleCopy {
+                dst,
+                src,
+                factor,
+                accumulate,
+            } => {
+                let f = self.eval_scalar(*factor)?;
+                let s = self.read_block(src)?;
+                let mut d = if *accumulate {
+                    self.update_block(dst)?
+                } else {
+                    Block::zeros(self.shape_of(dst)?)
+                };
+                if *accumulate {
+                    k::axpy(&mut d.data, f, &s.data)?;
+                } else {
+                    k::scale_copy(&mut d.data, f, &s.data)?;
+                }
+                self.write_block(dst, d)
+            }
+            Op::Slice { dst, src } => {
+                let sub = self.sub_block(src)?;
+                let whole = self.block_by_key(src, &sub.key, &sub.super_shape)?;
+                let part = super::access::extract(&whole, &sub.origin, sub.shape.clone());
+                if part.shape != self.shape_of(dst)? {
+                    return Err(RuntimeError::program(
+                        "slice: the sub-block and the destination block differ in shape",
+                    ));
+                }
+                self.write_block(dst, part)
+            }
+            Op::Insert { dst, src } => {
+                let part = self.read_block(src)?;
+                let sub = self.sub_block(dst)?;
+                if part.shape != sub.shape {
+                    return Err(RuntimeError::program(
+                        "insert: the block and the destination sub-block differ in shape",
+                    ));
+                }
+                let mut whole = self
+                    .block_by_key(dst, &sub.key, &sub.super_shape)
+                    .unwrap_or_else(|_| Block::zeros(sub.super_shape.clone()));
+                super::access::paste(&mut whole, &sub.origin, &part);
+                self.store_by_key(dst, sub.key, whole)
+            }
+            Op::Allocate { array, selector } | Op::Deallocate { array, selector } => {
+                let allocate = matches!(op, Op::Allocate { .. });
+                self.allocate(*array, selector, allocate)
+            }
+            Op::AllocateRegion { region } => self.allocate_region(region),
+            Op::DeallocateRegion { region } => self.deallocate_region(region),
+            Op::Delete { array } => {
+                if let Storage::Blocks(map) = &mut self.storage[array.index()] {
+                    map.clear();
+                }
+                self.fetched[array.index()].clear();
+                Ok(())
+            }
+            Op::Get { block } => {
+                let (key, _) = self.locate(block)?;
+                if !self.block_exists(block)? {
+                    return Err(RuntimeError::program(format!(
+                        "Asking for block {}. It has not been put/prepared before !",
+                        self.block_text(block.array, &key)
+                    )));
+                }
+                self.fetched[block.array.index()].insert(key);
+                Ok(())
+            }
+            Op::Put { dst, op, value } => self.put(dst, *op, value),
+            Op::Print { item, newline } => self.print(item, *newline),
+            Op::Execute { special, args } => self.execute(*special, args),
+            Op::SetPersistent { object, label } => {
+                let label = self.program.strings[label.index()].clone();
+                self.marks.push((*object, label));
+                Ok(())
+            }
+            Op::RestorePersistent { object, label } => {
+                let label = self.program.strings[label.index()].clone();
+                self.restore(*object, &label)
+            }
+            other => Err(RuntimeError::new(format!(
+                "internal: unhandled instruction {other:?}"
+            ))),
+        }
+    }
+
+    /// A block of a block-map array by key (for the super block of a slice or insert).
+    fn block_by_key(&self, r: &BlockRef, key: &BlockKey, shape: &[usize]) -> Result<Block> {
+        match &self.storage[r.array.index()] {
+            Storage::Blocks(map) => map.get(key).cloned().ok_or_else(|| {
+                RuntimeError::program(format!(
+                    "Attempting to read non-existent block {}",
+                    self.block_text(r.array, key)
+                ))
+            }),
+            Storage::Whole(whole) => {
+                let dims = &self.program.arrays[r.array.index()].dims;
+                let origin: Vec<usize> = dims
+                    .iter()
+                    .enumerate()
+                    .map(|(d, &x)| {
+                        self.layout
+                            .offset(x, self.layout.range(x).lo, key.segments[d])
+                    })
+                    .collect();
+                Ok(super::access::extract(whole, &origin, shape.to_vec()))
+            }
+            _ => Err(RuntimeError::new("internal: no blocks")),
+        }
+    }
+
+    fn store_by_key(&mut self, r: &BlockRef, key: BlockKey, block: Block) -> Result<()> {
+        let dims = self.program.arrays[r.array.index()].dims.clone();
+        let origin: Vec<usize> = dims
+            .iter()
+            .enumerate()
+            .map(|(d, &x)| {
+                self.layout
+                    .offset(x, self.layout.range(x).lo, key.segments[d])
+            })
+            .collect();
+        let temp =
+            self.program.arrays[r.array.index()].kind == sial_compiler::bytecode::ArrayKind::Temp;
+        match &mut self.storage[r.array.index()] {
+            Storage::Blocks(map) => {
+                if map.insert(key, block).is_none()
+                    && temp
+                    && let Some(scope) = self.scopes.last_mut()
+                {
+                    scope.push((r.array, key));
+                }
+                Ok(())
+            }
+            Storage::Whole(whole) => {
+                super::access::paste(whole, &origin, &block);
+                Ok(())
+            }
+            _ => Err(RuntimeError::new("internal: no blocks")),
+        }
+    }
+
+    /// `allocate a[i, *]` / `deallocate a[i, *]`: wildcards range over the declared range.
+    fn allocate(
+        &mut self,
+        array: sial_compiler::bytecode::ArraySlot,
+        selector: &[Option<sial_compiler::bytecode::IndexSlot>],
+        allocate: bool,
+    ) -> Result<()> {
+        let dims = self.program.arrays[array.index()].dims.clone();
+        let mut lo = Vec::new();
+        let mut hi = Vec::new();
+        for (d, sel) in selector.iter().enumerate() {
+            match sel {
+                Some(i) => {
+                    let v = self.index_value(*i)?;
+                    lo.push(v);
+                    hi.push(v);
+                }
+                None => {
+                    let r = self.layout.range(dims[d]);
+                    lo.push(r.lo);
+                    hi.push(r.hi);
+                }
+            }
+        }
+        let mut current = lo.clone();
+        if hi.iter().zip(&lo).any(|(h, l)| h < l) {
+            return Ok(());
+        }
+        loop {
+            let mut key = BlockKey {
+                segments: [1; 6],
+                parents: [0; 6],
+            };
+            key.segments[..current.len()].copy_from_slice(&current);
+            let shape: Vec<usize> = dims
+                .iter()
+                .enumerate()
+                .map(|(d, &x)| self.layout.extent(x, current[d], 0))
+                .collect();
+            let text = self.block_text(array, &key);
+            if let Storage::Blocks(map) = &mut self.storage[array.index()] {
+                if allocate {
+                    map.insert(key, Block::zeros(shape));
+                } else if map.remove(&key).is_none() {
+                    return Err(RuntimeError::program(format!(
+                        "attempting to remove a non-existent block {text}"
+                    )));
+                }
+            }
+            let mut advanced = false;
+            for d in 0..current.len() {
+                if current[d] < hi[d] {
+                    current[d] += 1;
+                    advanced = true;
+                    break;
+                }
+                current[d] = lo[d];
+            }
+            if !advanced {
+                return Ok(());
+            }
+        }
+    }
+
+    /// `put`/`prepare` in one process: the array's own block map plays the server.
+    fn put(&mut self, dst: &BlockRef, op: PutOp, value: &PutValue) -> Result<()> {
+        let (key, shape) = self.locate(dst)?;
+        let text = self.block_text(dst.array, &key);
+        let incoming = match value {
+            PutValue::Block(src) => Incoming::Block(self.read_block(src)?),
+            PutValue::Scalar(e) => Incoming::Scalar(self.eval_scalar(*e)?),
+        };
+        let Storage::Blocks(map) = &mut self.storage[dst.array.index()] else {
+            return Err(RuntimeError::new(
+                "internal: put to an array without blocks",
+            ));
+        };
+        match (op, incoming) {
+            (PutOp::Replace, Incoming::Block(b)) => {
+                map.insert(
+                    key,
+                    Block {
+                        shape,
+                        data: b.data,
+                    },
+                );
+            }
+            (PutOp::Accumulate, Incoming::Block(b)) => {
+                let target = map.entry(key).or_insert_with(|| Block::zeros(shape));
+                k::axpy(&mut target.data, 1.0, &b.data)?;
+            }
+            (PutOp::Replace, Incoming::Scalar(v)) => {
+                let mut b = Block::zeros(shape);
+                k::fill(&mut b.data, v);
+                map.insert(key, b);
+            }
+            (PutOp::Accumulate, Incoming::Scalar(v)) => {
+                let target = map.entry(key).or_insert_with(|| Block::zeros(shape));
+                k::add_scalar(&mut target.data, v);
+            }
+            (PutOp::Scale, Incoming::Scalar(v)) => match map.get_mut(&key) {
+                Some(target) => k::scale(&mut target.data, v),
+                None => {
+                    return Err(RuntimeError::program(format!(
+                        "Attempting to update non-existent block {text} (put *= needs a block that was put before)"
+                    )));
+                }
+            },
+            (PutOp::Scale, Incoming::Block(_)) => {
+                return Err(RuntimeError::new("internal: put *= with a block"));
+            }
+        }
+        Ok(())
+    }
+}
+
+enum Incoming {
+    Block(Block),
+    Scalar(f64),
+}
+
+/// `d = s` or `d += alpha * s` with `s` laid out onto `d` by index name.
+fn arrange(d: &mut Block, s: &Block, layout: &Layout, alpha: Option<f64>) -> Result<()> {
+    if d.data.len() != s.data.len() {
+        return Err(RuntimeError::program(format!(
+            "blocks of shapes {:?} and {:?} have different sizes and cannot be copied onto each other",
+            s.shape, d.shape
+        )));
+    }
+    if layout.is_identity() {
+        match alpha {
+            None => k::copy(&mut d.data, &s.data)?,
+            Some(a) => k::axpy(&mut d.data, a, &s.data)?,
+        }
+        return Ok(());
+    }
+    let perm: Vec<usize> = layout
+        .perm
+        .iter()
+        .enumerate()
+        .map(|(dd, p)| p.map_or(dd, usize::from))
+        .collect();
+    let (ds, ss) = (k::Shape::new(&d.shape)?, k::Shape::new(&s.shape)?);
+    match alpha {
+        None => k::permute(&mut d.data, &ds, &s.data, &ss, &perm)?,
+        Some(a) => k::permute_add(&mut d.data, &ds, a, &s.data, &ss, &perm)?,
+    }
+    Ok(())
+}

@@ -1,0 +1,200 @@
+//! Runs every program in `programs/` and checks its results against the values written in its
+//! header, computed independently (by hand or with numpy) when the program was written:
+//! `# expect: NAME = VALUE` (final value of a scalar or int), `# expect-print: TEXT` (the whole
+//! standard output, line by line), `# expect-print-contains: TEXT` (a line that must appear),
+//! `# expect-error: TEXT` (the run must fail with this message). Programs marked
+//! `# job: FILE.toml` run as part of that job.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+#[derive(Default, Debug)]
+struct Expectations {
+    values: Vec<(String, f64)>,
+    print: Vec<String>,
+    print_contains: Vec<String>,
+    error: Option<String>,
+    job: Option<String>,
+}
+
+fn expectations(path: &Path) -> Expectations {
+    let text = std::fs::read_to_string(path).expect("read program");
+    let mut e = Expectations::default();
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("# expect: ") {
+            let (name, value) = rest.split_once('=').expect("NAME = VALUE");
+            let value: f64 = value
+                .trim()
+                .parse()
+                .unwrap_or_else(|_| panic!("{}: bad value in {line}", path.display()));
+            e.values.push((name.trim().to_string(), value));
+        } else if let Some(rest) = line.strip_prefix("# expect-print-contains: ") {
+            e.print_contains.push(rest.to_string());
+        } else if let Some(rest) = line.strip_prefix("# expect-print:") {
+            e.print
+                .push(rest.strip_prefix(' ').unwrap_or(rest).to_string());
+        } else if let Some(rest) = line.strip_prefix("# expect-error: ") {
+            e.error = Some(rest.to_string());
+        } else if let Some(rest) = line.strip_prefix("# job: ") {
+            e.job = Some(
+                rest.split_whitespace()
+                    .next()
+                    .unwrap_or_default()
+                    .to_string(),
+            );
+        }
+    }
+    e
+}
+
+struct Outcome {
+    ok: bool,
+    stdout: String,
+    stderr: String,
+    dump: serde_json::Value,
+}
+
+fn run(job: &Path, dump: &Path) -> Outcome {
+    let out = Command::new(env!("CARGO_BIN_EXE_sial"))
+        .arg("run")
+        .arg(job)
+        .arg("--dump")
+        .arg(dump)
+        .current_dir(root())
+        .env_remove("SIALPATH")
+        .output()
+        .expect("run sial");
+    let dump = std::fs::read_to_string(dump)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or(serde_json::Value::Null);
+    Outcome {
+        ok: out.status.success(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        dump,
+    }
+}
+
+/// Compares the `# expect` lines of one program with its outcome; returns the problems.
+fn check(
+    name: &str,
+    e: &Expectations,
+    outcome: &Outcome,
+    state: &serde_json::Value,
+) -> Vec<String> {
+    let mut problems = Vec::new();
+    if let Some(err) = &e.error {
+        if outcome.ok || !outcome.stderr.contains(err.as_str()) {
+            problems.push(format!(
+                "{name}: expected failure with {err:?}, got ok={} stderr={}",
+                outcome.ok, outcome.stderr
+            ));
+        }
+        return problems;
+    }
+    if !outcome.ok {
+        problems.push(format!("{name}: run failed: {}", outcome.stderr));
+        return problems;
+    }
+    for (var, want) in &e.values {
+        let got = state["scalars"]
+            .get(var)
+            .or_else(|| state["ints"].get(var))
+            .and_then(|v| v.as_f64());
+        match got {
+            Some(got) if (got - want).abs() <= 1e-10 * want.abs().max(1.0) => {}
+            Some(got) => problems.push(format!("{name}: {var} = {got:?}, expected {want:?}")),
+            None => problems.push(format!("{name}: no scalar or int named {var} in the dump")),
+        }
+    }
+    if !e.print.is_empty() {
+        let got: Vec<&str> = outcome.stdout.lines().collect();
+        if got != e.print.iter().map(String::as_str).collect::<Vec<_>>() {
+            problems.push(format!(
+                "{name}: output differs\n--- expected\n{}\n--- actual\n{}",
+                e.print.join("\n"),
+                outcome.stdout
+            ));
+        }
+    }
+    for line in &e.print_contains {
+        if !outcome
+            .stdout
+            .lines()
+            .any(|l| l.trim_end() == line.trim_end())
+        {
+            problems.push(format!(
+                "{name}: output lacks the line {line:?}\n--- actual\n{}",
+                outcome.stdout
+            ));
+        }
+    }
+    problems
+}
+
+#[test]
+fn programs_compute_their_expected_results() {
+    let dir = std::env::temp_dir().join(format!("sial-run-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(root().join("programs"))
+        .expect("programs/")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "sial"))
+        .collect();
+    files.sort();
+    let mut problems = Vec::new();
+    let mut jobs: BTreeMap<String, Vec<(String, Expectations)>> = BTreeMap::new();
+    let mut checked = 0;
+    for file in &files {
+        let name = file
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .unwrap_or_default()
+            .to_string();
+        let e = expectations(file);
+        if let Some(job) = e.job.clone() {
+            jobs.entry(job).or_default().push((name, e));
+            continue;
+        }
+        let dump = dir.join(format!("{name}.json"));
+        let outcome = run(file.strip_prefix(root()).unwrap_or(file), &dump);
+        let state = outcome.dump["programs"]
+            .as_array()
+            .and_then(|p| p.last())
+            .cloned()
+            .unwrap_or_default();
+        problems.extend(check(&name, &e, &outcome, &state));
+        checked += 1;
+    }
+    for (job, members) in &jobs {
+        let dump = dir.join(format!("{job}.json"));
+        let outcome = run(&Path::new("programs").join(job), &dump);
+        let states = outcome.dump["programs"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        for (name, e) in members {
+            let state = states
+                .iter()
+                .find(|s| s["program"] == name.as_str())
+                .cloned()
+                .unwrap_or_default();
+            problems.extend(check(name, e, &outcome, &state));
+            checked += 1;
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(checked >= 40, "only {checked} programs checked");
+    assert!(
+        problems.is_empty(),
+        "{} problems:\n{}",
+        problems.len(),
+        problems.join("\n\n")
+    );
+}

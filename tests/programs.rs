@@ -1,7 +1,7 @@
 //! Every program in `programs/` compiles, and its bytecode survives a write/read round trip
 //! through `sial compile` and `sial disasm`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn root() -> PathBuf {
@@ -9,11 +9,7 @@ fn root() -> PathBuf {
 }
 
 fn programs() -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(root().join("programs"))
-        .expect("programs/")
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "sial"))
-        .collect();
+    let mut files = sial_sources(&root().join("programs"));
     files.sort();
     files
 }
@@ -69,4 +65,18 @@ fn compiled_bytecode_disassembles() {
         );
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The `.sial` files of `dir` and of its subdirectories, except the import-only `lib/`.
+fn sial_sources(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).expect("read programs/").flatten() {
+        let path = entry.path();
+        if path.is_dir() && path.file_name().is_some_and(|n| n != "lib") {
+            out.extend(sial_sources(&path));
+        } else if path.extension().is_some_and(|x| x == "sial") {
+            out.push(path);
+        }
+    }
+    out
 }

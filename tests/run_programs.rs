@@ -142,11 +142,7 @@ fn check(
 fn programs_compute_their_expected_results() {
     let dir = std::env::temp_dir().join(format!("sial-run-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(root().join("programs"))
-        .expect("programs/")
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "sial"))
-        .collect();
+    let mut files = sial_sources(&root().join("programs"));
     files.sort();
     let mut problems = Vec::new();
     let mut jobs: BTreeMap<String, Vec<(String, Expectations)>> = BTreeMap::new();
@@ -197,4 +193,18 @@ fn programs_compute_their_expected_results() {
         problems.len(),
         problems.join("\n\n")
     );
+}
+
+/// The `.sial` files of `dir` and of its subdirectories, except the import-only `lib/`.
+fn sial_sources(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).expect("read programs/").flatten() {
+        let path = entry.path();
+        if path.is_dir() && path.file_name().is_some_and(|n| n != "lib") {
+            out.extend(sial_sources(&path));
+        } else if path.extension().is_some_and(|x| x == "sial") {
+            out.push(path);
+        }
+    }
+    out
 }

@@ -9,10 +9,11 @@
 //! "error returned from special super instruction NAME", §8.2). Messages therefore do not repeat
 //! the special's name.
 //!
-//! Submodules group the general specials by what they touch: [`general`] (block data and runtime
-//! switches), [`printing`] (text output), [`files`] (block files) and [`dummies`] (test helpers of
+//! Submodules group the general specials by what they touch: `general` (block data and runtime
+//! switches), `printing` (text output), `files` (block files) and `dummies` (test helpers of
 //! the §8.3 services).
 
+mod chemistry;
 mod dummies;
 #[cfg(test)]
 mod fake;
@@ -23,10 +24,12 @@ mod printing;
 use std::collections::HashMap;
 use std::path::PathBuf;
 
+pub use dummies::{INT_ARRAY_NAME, SCALAR_ARRAY_NAME};
 pub use files::{
     BLOCK_FILE_EXTENSION, TEXT_FILE_EXTENSION, block_file_name, decode_block_file,
     encode_block_file,
 };
+pub use printing::PRINT_BLOCK_MAX;
 
 /// What an argument is (§4.16 argument forms).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -146,6 +149,16 @@ pub trait Context {
     fn print_all_ranks(&mut self, text: &str) {
         self.print(text);
     }
+    /// Element offset of segment `segment` of dimension `dim` of array `array`, counted from
+    /// segment 1 of that dimension's index kind (for an MO index: the orbital number minus 1).
+    /// Chemistry specials use it to find the orbitals of a block. `None` when unknown.
+    fn global_offset(&self, _array: &str, _dim: usize, _segment: i32) -> Option<usize> {
+        None
+    }
+    /// The first segment of the declared range of dimension `dim` of `array`.
+    fn declared_lower(&self, _array: &str, _dim: usize) -> Option<i32> {
+        None
+    }
     fn set_all_rank_print(&mut self, on: bool);
     fn set_debug_print(&mut self, on: bool);
     /// Predefined int from setup.
@@ -182,6 +195,11 @@ pub const GENERAL: &[(&str, &str, SpecialFn)] = &[
         general::fill_block_sequential,
     ),
     ("fill_block_cyclic", "wr", general::fill_block_cyclic),
+    (
+        "energy_denominator_rhf",
+        "ur",
+        chemistry::energy_denominator_rhf,
+    ),
     ("print_block", "r", printing::print_block),
     ("print_static_array", "r", printing::print_static_array),
     ("list_block_map", "", printing::list_block_map),
@@ -366,6 +384,46 @@ mod tests {
         let mut ctx = fake::Fake::new();
         let f = r.get("one_arg_no_op").expect("registered");
         assert_eq!(f(&mut ctx, &mut [Arg::literal(1.0)]), Err("mine".into()));
+    }
+
+    /// The example of `docs/specials.md`, kept compiling and correct.
+    fn scale_by_config(ctx: &mut dyn Context, args: &mut [Arg]) -> Result<(), String> {
+        let [block, factor] = args else {
+            return Err(format!("expects 2 arguments, got {}", args.len()));
+        };
+        let extra: f64 = match ctx.config("scale_factor") {
+            Some(text) => text
+                .parse()
+                .map_err(|_| format!("bad scale_factor '{text}'"))?,
+            None => 1.0,
+        };
+        let f = factor
+            .data
+            .first()
+            .copied()
+            .ok_or("factor has no elements")?
+            * extra;
+        for x in &mut block.data {
+            *x *= f;
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn documented_example() {
+        let mut specials = Registry::with_general();
+        specials.register("scale_by_config", scale_by_config);
+        let f = specials.get("scale_by_config").expect("registered");
+        let mut ctx = fake::Fake::new();
+        ctx.config.insert("scale_factor".into(), "3".into());
+        let mut args = [
+            Arg::block("a", vec![1], vec![2], vec![1.0, 2.0]),
+            Arg::literal(2.0),
+        ];
+        f(&mut ctx, &mut args).expect("runs");
+        assert_eq!(args[0].data, vec![6.0, 12.0]);
+        ctx.config.insert("scale_factor".into(), "x".into());
+        assert_eq!(f(&mut ctx, &mut args), Err("bad scale_factor 'x'".into()));
     }
 
     #[test]

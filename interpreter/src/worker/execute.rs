@@ -399,4 +399,30 @@ impl Context for Worker<'_> {
     fn work_dir(&self) -> std::path::PathBuf {
         self.env.work_dir.clone()
     }
+
+    fn global_offset(&self, array: &str, dim: usize, segment: i32) -> Option<usize> {
+        let slot = *self
+            .program
+            .arrays
+            .iter()
+            .find(|a| a.name == array)?
+            .dims
+            .get(dim)?;
+        match self.layout.range(slot).kind {
+            sial_compiler::bytecode::IndexKind::Simple
+            | sial_compiler::bytecode::IndexKind::Sub => None,
+            _ => Some(self.layout.offset(slot, 1, segment)),
+        }
+    }
+
+    fn declared_lower(&self, array: &str, dim: usize) -> Option<i32> {
+        let slot = *self
+            .program
+            .arrays
+            .iter()
+            .find(|a| a.name == array)?
+            .dims
+            .get(dim)?;
+        Some(self.layout.range(slot).lo)
+    }
 }

@@ -50,6 +50,12 @@ impl Layout {
         let mut tables = Vec::new();
         for x in &program.indices {
             let (lo, hi) = (bound(x.lo), bound(x.hi));
+            if (hi as i64) < lo as i64 - 1 {
+                return Err(RuntimeError::input(format!(
+                    "-ve value for num_segments: index {} = {lo}:{hi} has a negative number of segments",
+                    x.name
+                )));
+            }
             let range = IndexRange {
                 name: x.name.clone(),
                 kind: x.kind,
@@ -62,7 +68,7 @@ impl Layout {
                 kind => {
                     if lo < 1 {
                         return Err(RuntimeError::input(format!(
-                            "index {} = {lo}:{hi}: a {} range must start at segment 1 or later",
+                            "index {} = {lo}:{hi}: an {} range must start at segment 1 or later",
                             x.name,
                             kind.name()
                         )));

@@ -6,6 +6,10 @@ use super::Worker;
 use crate::error::{Result, RuntimeError};
 use sial_compiler::bytecode::{CmpOp, ExprId, ExprOp};
 use sial_superinstructions::{Operand, Shape, dot};
+use smallvec::SmallVec;
+
+/// Expression stacks are shallow; this keeps them off the heap.
+type Stack = SmallVec<[Value; 16]>;
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Value {
@@ -39,7 +43,7 @@ impl Worker<'_> {
 
     fn eval(&self, id: ExprId) -> Result<Value> {
         let expr = self.program.expr(id);
-        let mut stack: Vec<Value> = Vec::with_capacity(8);
+        let mut stack = Stack::new();
         for op in &expr.ops {
             let v = match op {
                 ExprOp::Int(v) => Value::Int(*v),
@@ -67,7 +71,8 @@ impl Worker<'_> {
                     let x = pop_scalar(&mut stack)?;
                     if x < 0.0 {
                         return Err(RuntimeError::new(format!(
-                            "domain error in sqrt expression: sqrt of {x}"
+                            "domain error in sqrt expression: sqrt of {}",
+                            num(x)
                         )));
                     }
                     Value::Scalar(x.sqrt())
@@ -77,7 +82,8 @@ impl Worker<'_> {
                     let r = x.round_ties_even();
                     if !r.is_finite() || r < i32::MIN as f64 || r > i32::MAX as f64 {
                         return Err(RuntimeError::new(format!(
-                            "(int) of {x} does not fit in a 32-bit int"
+                            "(int) of {} does not fit in a 32-bit int",
+                            num(x)
                         )));
                     }
                     Value::Int(r as i32)
@@ -125,7 +131,8 @@ impl Worker<'_> {
                         }
                         ExprOp::ScalarDiv if b == 0.0 => {
                             return Err(RuntimeError::new(format!(
-                                "floating-point division by zero ({a} / 0.0)"
+                                "floating-point division by zero ({} / 0.0)",
+                                num(a)
                             )));
                         }
                         _ => {
@@ -155,15 +162,33 @@ fn check_float(op: &ExprOp, a: f64, b: f64, r: f64) -> Result<()> {
     if r.is_finite() || !a.is_finite() || !b.is_finite() {
         return Ok(());
     }
+    let (a, b) = (num(a), num(b));
+    let sign = match op {
+        ExprOp::ScalarAdd => "+",
+        ExprOp::ScalarSub => "-",
+        ExprOp::ScalarMul => "*",
+        ExprOp::ScalarDiv => "/",
+        _ => "**",
+    };
     let msg = match (op, r.is_nan()) {
         (ExprOp::ScalarPow, true) => format!("domain error in exponent expression: {a} ** {b}"),
         (ExprOp::ScalarPow, false) => {
             format!("pole or range error in raise-to-power expression: {a} ** {b}")
         }
-        (_, true) => format!("invalid floating-point operation with {a} and {b}"),
-        (_, false) => format!("floating-point overflow with {a} and {b}"),
+        (_, true) => format!("invalid floating-point operation: {a} {sign} {b}"),
+        (_, false) => format!("floating-point overflow: {a} {sign} {b}"),
     };
     Err(RuntimeError::new(msg))
+}
+
+/// A number for a message: plain when short, in exponent form when very large or small.
+fn num(x: f64) -> String {
+    let m = x.abs();
+    if x == 0.0 || (1e-4..1e15).contains(&m) {
+        format!("{x:?}")
+    } else {
+        format!("{x:e}")
+    }
 }
 
 fn compare(c: CmpOp, o: std::cmp::Ordering) -> bool {
@@ -178,7 +203,7 @@ fn compare(c: CmpOp, o: std::cmp::Ordering) -> bool {
     }
 }
 
-fn pop_int(stack: &mut Vec<Value>) -> Result<i32> {
+fn pop_int(stack: &mut Stack) -> Result<i32> {
     match stack.pop() {
         Some(Value::Int(v)) => Ok(v),
         _ => Err(RuntimeError::new(
@@ -187,7 +212,7 @@ fn pop_int(stack: &mut Vec<Value>) -> Result<i32> {
     }
 }
 
-fn pop_scalar(stack: &mut Vec<Value>) -> Result<f64> {
+fn pop_scalar(stack: &mut Stack) -> Result<f64> {
     match stack.pop() {
         Some(Value::Scalar(v)) => Ok(v),
         _ => Err(RuntimeError::new(

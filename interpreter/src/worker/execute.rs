@@ -297,7 +297,11 @@ impl Worker<'_> {
                         .distributed
                         .get(label)
                         .cloned()
-                        .ok_or_else(missing)?;
+                        .ok_or_else(|| {
+                            RuntimeError::program(format!(
+                                "no persistent object \"{label}\": nothing was saved under this label by an earlier program of the job"
+                            ))
+                        })?;
                     if let Storage::Blocks(map) = &mut self.storage[a.index()] {
                         *map = saved;
                     }

@@ -298,6 +298,13 @@ impl Worker<'_> {
             PutValue::Block(src) => Incoming::Block(self.read_block(src)?),
             PutValue::Scalar(e) => Incoming::Scalar(self.eval_scalar(*e)?),
         };
+        let served = self.program.arrays[dst.array.index()].kind
+            == sial_compiler::bytecode::ArrayKind::Served;
+        let (stmt, done) = if served {
+            ("prepare", "prepared")
+        } else {
+            ("put", "put")
+        };
         let Storage::Blocks(map) = &mut self.storage[dst.array.index()] else {
             return Err(RuntimeError::new(
                 "internal: put to an array without blocks",
@@ -330,7 +337,7 @@ impl Worker<'_> {
                 Some(target) => k::scale(&mut target.data, v),
                 None => {
                     return Err(RuntimeError::program(format!(
-                        "Attempting to update non-existent block {text} (put *= needs a block that was put before)"
+                        "Attempting to update non-existent block {text} ({stmt} *= needs a block that was {done} before)"
                     )));
                 }
             },

@@ -3,9 +3,14 @@
 
 use thiserror::Error;
 
+/// A runtime error. Boxed so that `Result`s on the interpreter's hot paths stay small.
+#[derive(Debug, Error, PartialEq)]
+#[error("{0}")]
+pub struct RuntimeError(Box<Details>);
+
 #[derive(Debug, Error, PartialEq)]
 #[error("FATAL ERROR: {message}{}", at(.program, *.line))]
-pub struct RuntimeError {
+pub struct Details {
     pub message: String,
     /// The program (name after `sial`), when known.
     pub program: String,
@@ -23,11 +28,11 @@ fn at(program: &str, line: u32) -> String {
 
 impl RuntimeError {
     pub fn new(message: impl Into<String>) -> RuntimeError {
-        RuntimeError {
+        RuntimeError(Box::new(Details {
             message: message.into(),
             program: String::new(),
             line: 0,
-        }
+        }))
     }
 
     /// A program error (ACES4's "LIKELY ERRONEOUS SIAL PROGRAM" category).
@@ -43,12 +48,17 @@ impl RuntimeError {
         ))
     }
 
+    /// Where the error happened, unless already known.
     pub fn at(mut self, program: &str, line: u32) -> RuntimeError {
-        if self.program.is_empty() {
-            self.program = program.to_string();
-            self.line = line;
+        if self.0.program.is_empty() {
+            self.0.program = program.to_string();
+            self.0.line = line;
         }
         self
+    }
+
+    pub fn details(&self) -> &Details {
+        &self.0
     }
 }
 

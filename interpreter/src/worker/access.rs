@@ -8,6 +8,7 @@ use crate::store::{Block, BlockKey, Region, Storage};
 use sial_compiler::bytecode::{
     ArrayKind, ArraySlot, BlockRef, IndexKind, IndexSlot, Operand, RegionRef,
 };
+use std::borrow::Cow;
 
 /// Where a sub-block (slice/insert) lies inside its super block.
 pub(crate) struct SubBlock {
@@ -93,8 +94,9 @@ impl Worker<'_> {
             .collect()
     }
 
-    /// Reads a block (intent r): a copy of its data.
-    pub(crate) fn read_block(&self, r: &BlockRef) -> Result<Block> {
+    /// Reads a block (intent r): borrowed from a block map, or a copy extracted from a static
+    /// array.
+    pub(crate) fn read_block(&self, r: &BlockRef) -> Result<Cow<'_, Block>> {
         let (key, shape) = self.locate(r)?;
         match &self.storage[r.array.index()] {
             Storage::Blocks(map) => {
@@ -111,7 +113,7 @@ impl Worker<'_> {
                         }
                     )));
                 }
-                map.get(&key).cloned().ok_or_else(|| {
+                map.get(&key).map(Cow::Borrowed).ok_or_else(|| {
                     RuntimeError::program(format!(
                         "Attempting to read non-existent block {}",
                         self.block_text(r.array, &key)
@@ -120,13 +122,40 @@ impl Worker<'_> {
             }
             Storage::Whole(whole) => {
                 let origin = self.static_origin(r.array, &key);
-                Ok(extract(whole, &origin, shape))
+                Ok(Cow::Owned(extract(whole, &origin, shape)))
             }
             Storage::Regions(_) | Storage::Unused => Err(RuntimeError::new(format!(
                 "internal: {} has no blocks",
                 self.array_name(r.array)
             ))),
         }
+    }
+
+    /// Takes a block out for an update (intent u): it must exist. Give it back with
+    /// [`Self::put_back`]. A block of a static array is extracted (a copy).
+    pub(crate) fn take_block(&mut self, r: &BlockRef) -> Result<Block> {
+        if let Storage::Blocks(_) = &self.storage[r.array.index()] {
+            let (key, _) = self.locate(r)?;
+            let text = self.block_text(r.array, &key);
+            if let Storage::Blocks(map) = &mut self.storage[r.array.index()] {
+                return map.remove(&key).ok_or_else(|| {
+                    RuntimeError::program(format!("Attempting to update non-existent block {text}"))
+                });
+            }
+        }
+        self.update_block(r)
+    }
+
+    /// Returns a block taken with [`Self::take_block`]; it keeps the scope it had.
+    pub(crate) fn put_back(&mut self, r: &BlockRef, block: Block) -> Result<()> {
+        if let Storage::Blocks(_) = &self.storage[r.array.index()] {
+            let (key, _) = self.locate(r)?;
+            if let Storage::Blocks(map) = &mut self.storage[r.array.index()] {
+                map.insert(key, block);
+            }
+            return Ok(());
+        }
+        self.write_block(r, block)
     }
 
     /// Whether a block of a block-map array exists.
@@ -138,7 +167,7 @@ impl Worker<'_> {
         })
     }
 
-    /// Reads a block that is about to be updated (intent u): it must exist.
+    /// A copy of a block that is about to be updated (intent u): it must exist.
     pub(crate) fn update_block(&self, r: &BlockRef) -> Result<Block> {
         if let Storage::Blocks(map) = &self.storage[r.array.index()] {
             let (key, _) = self.locate(r)?;
@@ -149,7 +178,7 @@ impl Worker<'_> {
                 ))
             });
         }
-        self.read_block(r)
+        Ok(self.read_block(r)?.into_owned())
     }
 
     /// Stores a block (intent w): creates it if absent (temp blocks join the innermost scope),
@@ -345,10 +374,10 @@ impl Worker<'_> {
         }
     }
 
-    pub(crate) fn read_operand(&self, o: &Operand) -> Result<Block> {
+    pub(crate) fn read_operand(&self, o: &Operand) -> Result<Cow<'_, Block>> {
         match o {
             Operand::Block(r) => self.read_block(r),
-            Operand::Region(r) => self.read_region(r),
+            Operand::Region(r) => Ok(Cow::Owned(self.read_region(r)?)),
         }
     }
 

@@ -4,36 +4,31 @@
 
 use super::Worker;
 use crate::error::{Result, RuntimeError};
-use sial_compiler::bytecode::{CmpOp, ExprId, ExprOp};
+use sial_compiler::bytecode::{CmpOp, ExprId, ExprOp, ValueType};
 use sial_superinstructions::{Operand, Shape, dot};
-use smallvec::SmallVec;
 
-/// Expression stacks are shallow; this keeps them off the heap.
-type Stack = SmallVec<[Value; 16]>;
-
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum Value {
-    Int(i32),
-    Scalar(f64),
-}
+/// Expressions up to this many steps evaluate on stacks on the machine stack.
+const SHORT: usize = 8;
 
 impl Worker<'_> {
     pub(crate) fn eval_int(&self, id: ExprId) -> Result<i32> {
-        match self.eval(id)? {
-            Value::Int(v) => Ok(v),
-            Value::Scalar(_) => Err(RuntimeError::new(
+        let expr = self.program.expr(id);
+        if expr.ty == ValueType::Scalar {
+            return Err(RuntimeError::new(
                 "internal: int expression produced a scalar",
-            )),
+            ));
         }
+        Ok(self.eval(&expr.ops)?.0)
     }
 
     pub(crate) fn eval_scalar(&self, id: ExprId) -> Result<f64> {
-        match self.eval(id)? {
-            Value::Scalar(v) => Ok(v),
-            Value::Int(_) => Err(RuntimeError::new(
+        let expr = self.program.expr(id);
+        if expr.ty != ValueType::Scalar {
+            return Err(RuntimeError::new(
                 "internal: scalar expression produced an int",
-            )),
+            ));
         }
+        Ok(self.eval(&expr.ops)?.1)
     }
 
     /// A relational expression (`if`, `where`).
@@ -41,44 +36,84 @@ impl Worker<'_> {
         Ok(self.eval_int(id)? != 0)
     }
 
-    fn eval(&self, id: ExprId) -> Result<Value> {
-        let expr = self.program.expr(id);
-        let mut stack = Stack::new();
-        for op in &expr.ops {
-            let v = match op {
-                ExprOp::Int(v) => Value::Int(*v),
-                ExprOp::Scalar(v) => Value::Scalar(*v),
-                ExprOp::LoadInt(s) => Value::Int(self.ints[s.index()]),
-                ExprOp::LoadIndex(s) => Value::Int(self.index_value(*s)?),
-                ExprOp::LoadScalar(s) => Value::Scalar(self.scalars[s.index()]),
+    /// Runs a stack program; returns the tops of the int and the scalar stack (the caller knows
+    /// the expression's type). Ints and scalars live on separate untagged stacks, as in ACES4's
+    /// control and expression stacks.
+    fn eval(&self, ops: &[ExprOp]) -> Result<(i32, f64)> {
+        if ops.len() <= SHORT {
+            let mut ints = [0i32; SHORT];
+            let mut scalars = [0f64; SHORT];
+            self.run_ops(ops, &mut ints, &mut scalars)
+        } else {
+            let mut ints = vec![0i32; ops.len()];
+            let mut scalars = vec![0f64; ops.len()];
+            self.run_ops(ops, &mut ints, &mut scalars)
+        }
+    }
+
+    /// Each stack holds at most `ops.len()` values, the size of both buffers.
+    fn run_ops(&self, ops: &[ExprOp], is: &mut [i32], fs: &mut [f64]) -> Result<(i32, f64)> {
+        let (mut ni, mut nf) = (0usize, 0usize);
+        let underflow = || RuntimeError::new("internal: expression stack underflow");
+        for op in ops {
+            match op {
+                ExprOp::Int(v) => {
+                    is[ni] = *v;
+                    ni += 1;
+                }
+                ExprOp::LoadInt(s) => {
+                    is[ni] = self.ints[s.index()];
+                    ni += 1;
+                }
+                ExprOp::LoadIndex(s) => {
+                    is[ni] = self.index_value(*s)?;
+                    ni += 1;
+                }
+                ExprOp::Scalar(v) => {
+                    fs[nf] = *v;
+                    nf += 1;
+                }
+                ExprOp::LoadScalar(s) => {
+                    fs[nf] = self.scalars[s.index()];
+                    nf += 1;
+                }
                 ExprOp::LoadBlockScalar(r) => {
                     let b = self.read_block(r)?;
-                    Value::Scalar(b.data.first().copied().unwrap_or(0.0))
+                    fs[nf] = b.data.first().copied().unwrap_or(0.0);
+                    nf += 1;
                 }
                 ExprOp::Dot { left, right, .. } => {
                     let (l, r) = (self.read_block(left)?, self.read_block(right)?);
                     let ll: Vec<u32> = left.indices.iter().map(|i| i.0).collect();
                     let rl: Vec<u32> = right.indices.iter().map(|i| i.0).collect();
-                    let v = dot(
+                    fs[nf] = dot(
                         Operand::new(&l.data, Shape::new(&l.shape)?, &ll),
                         Operand::new(&r.data, Shape::new(&r.shape)?, &rl),
                     )?;
-                    Value::Scalar(v)
+                    nf += 1;
                 }
-                ExprOp::IntNeg => Value::Int(pop_int(&mut stack)?.wrapping_neg()),
-                ExprOp::ScalarNeg => Value::Scalar(-pop_scalar(&mut stack)?),
+                ExprOp::IntNeg => {
+                    let top = ni.checked_sub(1).ok_or_else(underflow)?;
+                    is[top] = is[top].wrapping_neg();
+                }
+                ExprOp::ScalarNeg => {
+                    let top = nf.checked_sub(1).ok_or_else(underflow)?;
+                    fs[top] = -fs[top];
+                }
                 ExprOp::ScalarSqrt => {
-                    let x = pop_scalar(&mut stack)?;
+                    let top = nf.checked_sub(1).ok_or_else(underflow)?;
+                    let x = fs[top];
                     if x < 0.0 {
                         return Err(RuntimeError::new(format!(
                             "domain error in sqrt expression: sqrt of {}",
                             num(x)
                         )));
                     }
-                    Value::Scalar(x.sqrt())
+                    fs[top] = x.sqrt();
                 }
                 ExprOp::ToInt => {
-                    let x = pop_scalar(&mut stack)?;
+                    nf = nf.checked_sub(1).ok_or_else(underflow)?;
+                    let x = fs[nf];
                     let r = x.round_ties_even();
                     if !r.is_finite() || r < i32::MIN as f64 || r > i32::MAX as f64 {
                         return Err(RuntimeError::new(format!(
@@ -86,74 +121,88 @@ impl Worker<'_> {
                             num(x)
                         )));
                     }
-                    Value::Int(r as i32)
+                    is[ni] = r as i32;
+                    ni += 1;
                 }
-                ExprOp::ToScalar => Value::Scalar(pop_int(&mut stack)? as f64),
+                ExprOp::ToScalar => {
+                    ni = ni.checked_sub(1).ok_or_else(underflow)?;
+                    fs[nf] = is[ni] as f64;
+                    nf += 1;
+                }
                 ExprOp::IntAdd
                 | ExprOp::IntSub
                 | ExprOp::IntMul
                 | ExprOp::IntDiv
                 | ExprOp::IntCmp(_) => {
-                    let b = pop_int(&mut stack)?;
-                    let a = pop_int(&mut stack)?;
-                    match op {
-                        ExprOp::IntAdd => Value::Int(a.wrapping_add(b)),
-                        ExprOp::IntSub => Value::Int(a.wrapping_sub(b)),
-                        ExprOp::IntMul => Value::Int(a.wrapping_mul(b)),
+                    if ni < 2 {
+                        return Err(underflow());
+                    }
+                    let (a, b) = (is[ni - 2], is[ni - 1]);
+                    ni -= 1;
+                    is[ni - 1] = match op {
+                        ExprOp::IntAdd => a.wrapping_add(b),
+                        ExprOp::IntSub => a.wrapping_sub(b),
+                        ExprOp::IntMul => a.wrapping_mul(b),
                         ExprOp::IntDiv => {
                             if b == 0 {
                                 return Err(RuntimeError::new(format!(
                                     "integer division by zero ({a} / 0)"
                                 )));
                             }
-                            Value::Int(a.wrapping_div(b))
+                            a.wrapping_div(b)
                         }
-                        ExprOp::IntCmp(c) => Value::Int(i32::from(compare(*c, a.cmp(&b)))),
-                        _ => unreachable_op()?,
+                        ExprOp::IntCmp(c) => i32::from(compare(*c, a.cmp(&b))),
+                        _ => return Err(underflow()),
+                    };
+                }
+                ExprOp::ScalarCmp(c) => {
+                    if nf < 2 {
+                        return Err(underflow());
                     }
+                    let (a, b) = (fs[nf - 2], fs[nf - 1]);
+                    nf -= 2;
+                    let result = match a.partial_cmp(&b) {
+                        Some(o) => compare(*c, o),
+                        None => matches!(c, CmpOp::Ne),
+                    };
+                    is[ni] = i32::from(result);
+                    ni += 1;
                 }
                 ExprOp::ScalarAdd
                 | ExprOp::ScalarSub
                 | ExprOp::ScalarMul
                 | ExprOp::ScalarDiv
-                | ExprOp::ScalarPow
-                | ExprOp::ScalarCmp(_) => {
-                    let b = pop_scalar(&mut stack)?;
-                    let a = pop_scalar(&mut stack)?;
-                    match op {
-                        ExprOp::ScalarCmp(c) => {
-                            let ord = a.partial_cmp(&b);
-                            let result = match ord {
-                                Some(o) => compare(*c, o),
-                                None => matches!(c, CmpOp::Ne),
-                            };
-                            Value::Int(i32::from(result))
-                        }
-                        ExprOp::ScalarDiv if b == 0.0 => {
-                            return Err(RuntimeError::new(format!(
-                                "floating-point division by zero ({} / 0.0)",
-                                num(a)
-                            )));
-                        }
-                        _ => {
-                            let r = match op {
-                                ExprOp::ScalarAdd => a + b,
-                                ExprOp::ScalarSub => a - b,
-                                ExprOp::ScalarMul => a * b,
-                                ExprOp::ScalarDiv => a / b,
-                                _ => a.powf(b),
-                            };
-                            check_float(op, a, b, r)?;
-                            Value::Scalar(r)
-                        }
+                | ExprOp::ScalarPow => {
+                    if nf < 2 {
+                        return Err(underflow());
                     }
+                    let (a, b) = (fs[nf - 2], fs[nf - 1]);
+                    nf -= 1;
+                    let r = match op {
+                        ExprOp::ScalarAdd => a + b,
+                        ExprOp::ScalarSub => a - b,
+                        ExprOp::ScalarMul => a * b,
+                        ExprOp::ScalarDiv => {
+                            if b == 0.0 {
+                                return Err(RuntimeError::new(format!(
+                                    "floating-point division by zero ({} / 0.0)",
+                                    num(a)
+                                )));
+                            }
+                            a / b
+                        }
+                        _ => a.powf(b),
+                    };
+                    if !r.is_finite() {
+                        check_float(op, a, b, r)?;
+                    }
+                    fs[nf - 1] = r;
                 }
-            };
-            stack.push(v);
+            }
         }
-        stack
-            .pop()
-            .ok_or_else(|| RuntimeError::new("internal: empty expression"))
+        let int = if ni > 0 { is[ni - 1] } else { 0 };
+        let scalar = if nf > 0 { fs[nf - 1] } else { 0.0 };
+        Ok((int, scalar))
     }
 }
 
@@ -201,26 +250,4 @@ fn compare(c: CmpOp, o: std::cmp::Ordering) -> bool {
         CmpOp::Eq => o == Equal,
         CmpOp::Ne => o != Equal,
     }
-}
-
-fn pop_int(stack: &mut Stack) -> Result<i32> {
-    match stack.pop() {
-        Some(Value::Int(v)) => Ok(v),
-        _ => Err(RuntimeError::new(
-            "internal: expected an int on the expression stack",
-        )),
-    }
-}
-
-fn pop_scalar(stack: &mut Stack) -> Result<f64> {
-    match stack.pop() {
-        Some(Value::Scalar(v)) => Ok(v),
-        _ => Err(RuntimeError::new(
-            "internal: expected a scalar on the expression stack",
-        )),
-    }
-}
-
-fn unreachable_op() -> Result<Value> {
-    Err(RuntimeError::new("internal: unexpected expression step"))
 }

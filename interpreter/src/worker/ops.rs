@@ -35,11 +35,16 @@ impl Worker<'_> {
                 sign,
                 layout,
             } => {
-                let s = self.read_block(src)?;
-                let mut d = self.update_block(dst)?;
                 let alpha = if *sign == Sign::Plus { 1.0 } else { -1.0 };
+                let mut d = if dst.array == src.array {
+                    self.update_block(dst)?
+                } else {
+                    self.take_block(dst)?
+                };
+                let s = self.read_block(src)?;
                 arrange(&mut d, &s, layout, Some(alpha))?;
-                self.write_block(dst, d)
+                drop(s);
+                self.put_back(dst, d)
             }
             Op::BlockSum {
                 dst,
@@ -47,14 +52,16 @@ impl Worker<'_> {
                 right,
                 sign,
             } => {
-                let (l, r) = (self.read_block(left)?, self.read_block(right)?);
                 let mut d = Block::zeros(self.shape_of(dst)?);
+                let (l, r) = (self.read_block(left)?, self.read_block(right)?);
                 match sign {
                     Sign::Plus => k::add(&mut d.data, &l.data, &r.data)?,
                     Sign::Minus => k::sub(&mut d.data, &l.data, &r.data)?,
                 }
+                drop((l, r));
                 self.write_block(dst, d)
             }
+            // The compiler guarantees that the result is not an operand's array.
             Op::BlockContract {
                 dst,
                 left,
@@ -62,12 +69,12 @@ impl Worker<'_> {
                 accumulate,
                 ..
             } => {
-                let (l, r) = (self.read_block(left)?, self.read_block(right)?);
                 let mut d = if *accumulate {
-                    self.update_block(dst)?
+                    self.take_block(dst)?
                 } else {
                     Block::zeros(self.shape_of(dst)?)
                 };
+                let (l, r) = (self.read_block(left)?, self.read_block(right)?);
                 let labels = |b: &BlockRef| -> Vec<u32> { b.indices.iter().map(|i| i.0).collect() };
                 let (dl, ll, rl) = (labels(dst), labels(left), labels(right));
                 let (ds, ls, rs) = (
@@ -82,7 +89,12 @@ impl Worker<'_> {
                     &r.data,
                     if *accumulate { 1.0 } else { 0.0 },
                 )?;
-                self.write_block(dst, d)
+                drop((l, r));
+                if *accumulate {
+                    self.put_back(dst, d)
+                } else {
+                    self.write_block(dst, d)
+                }
             }
             Op::BlockScaleCopy {
                 dst,
@@ -91,18 +103,23 @@ impl Worker<'_> {
                 accumulate,
             } => {
                 let f = self.eval_scalar(*factor)?;
-                let s = self.read_block(src)?;
-                let mut d = if *accumulate {
-                    self.update_block(dst)?
-                } else {
-                    Block::zeros(self.shape_of(dst)?)
+                let mut d = match (*accumulate, dst.array == src.array) {
+                    (false, _) => Block::zeros(self.shape_of(dst)?),
+                    (true, true) => self.update_block(dst)?,
+                    (true, false) => self.take_block(dst)?,
                 };
+                let s = self.read_block(src)?;
                 if *accumulate {
                     k::axpy(&mut d.data, f, &s.data)?;
                 } else {
                     k::scale_copy(&mut d.data, f, &s.data)?;
                 }
-                self.write_block(dst, d)
+                drop(s);
+                if *accumulate {
+                    self.put_back(dst, d)
+                } else {
+                    self.write_block(dst, d)
+                }
             }
             Op::Slice { dst, src } => {
                 let sub = self.sub_block(src)?;
@@ -116,7 +133,7 @@ impl Worker<'_> {
                 self.write_block(dst, part)
             }
             Op::Insert { dst, src } => {
-                let part = self.read_block(src)?;
+                let part = self.read_block(src)?.into_owned();
                 let sub = self.sub_block(dst)?;
                 if part.shape != sub.shape {
                     return Err(RuntimeError::program(
@@ -295,7 +312,7 @@ impl Worker<'_> {
         let (key, shape) = self.locate(dst)?;
         let text = self.block_text(dst.array, &key);
         let incoming = match value {
-            PutValue::Block(src) => Incoming::Block(self.read_block(src)?),
+            PutValue::Block(src) => Incoming::Block(self.read_block(src)?.into_owned()),
             PutValue::Scalar(e) => Incoming::Scalar(self.eval_scalar(*e)?),
         };
         let served = self.program.arrays[dst.array.index()].kind

@@ -2,7 +2,8 @@
 //! header, computed independently (by hand or with numpy) when the program was written:
 //! `# expect: NAME = VALUE` (final value of a scalar or int), `# expect-print: TEXT` (the whole
 //! standard output, line by line), `# expect-print-contains: TEXT` (a line that must appear),
-//! `# expect-error: TEXT` (the run must fail with this message). Programs marked
+//! `# expect-error: TEXT` (the run must fail with this message), `# expect-warning: TEXT` (a
+//! warning on stderr). Programs marked
 //! `# job: FILE.toml` run as part of that job.
 
 use std::collections::BTreeMap;
@@ -18,6 +19,7 @@ struct Expectations {
     values: Vec<(String, f64)>,
     print: Vec<String>,
     print_contains: Vec<String>,
+    warnings: Vec<String>,
     error: Option<String>,
     job: Option<String>,
 }
@@ -38,6 +40,8 @@ fn expectations(path: &Path) -> Expectations {
         } else if let Some(rest) = line.strip_prefix("# expect-print:") {
             e.print
                 .push(rest.strip_prefix(' ').unwrap_or(rest).to_string());
+        } else if let Some(rest) = line.strip_prefix("# expect-warning: ") {
+            e.warnings.push(rest.to_string());
         } else if let Some(rest) = line.strip_prefix("# expect-error: ") {
             e.error = Some(rest.to_string());
         } else if let Some(rest) = line.strip_prefix("# job: ") {
@@ -120,6 +124,18 @@ fn check(
                 "{name}: output differs\n--- expected\n{}\n--- actual\n{}",
                 e.print.join("\n"),
                 outcome.stdout
+            ));
+        }
+    }
+    for w in &e.warnings {
+        if !outcome
+            .stderr
+            .lines()
+            .any(|l| l.starts_with("WARNING:") && l.contains(w.as_str()))
+        {
+            problems.push(format!(
+                "{name}: no warning containing {w:?}\n--- stderr\n{}",
+                outcome.stderr
             ));
         }
     }

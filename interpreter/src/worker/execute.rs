@@ -230,17 +230,25 @@ impl Worker<'_> {
         for (object, label) in std::mem::take(&mut self.marks) {
             match object {
                 Persistent::Scalar(s) => {
-                    self.env
+                    let old = self
+                        .env
                         .persisted
                         .scalars
-                        .insert(label, self.scalars[s.index()]);
+                        .insert(label.clone(), self.scalars[s.index()]);
+                    self.warn_overwrite(old.is_some(), &label);
                 }
                 Persistent::Array(a) => match &self.storage[a.index()] {
                     Storage::Whole(b) => {
-                        self.env.persisted.statics.insert(label, b.clone());
+                        let old = self.env.persisted.statics.insert(label.clone(), b.clone());
+                        self.warn_overwrite(old.is_some(), &label);
                     }
                     Storage::Blocks(map) => {
-                        self.env.persisted.distributed.insert(label, map.clone());
+                        let old = self
+                            .env
+                            .persisted
+                            .distributed
+                            .insert(label.clone(), map.clone());
+                        self.warn_overwrite(old.is_some(), &label);
                     }
                     _ => {
                         return Err(RuntimeError::new(format!(
@@ -252,6 +260,17 @@ impl Worker<'_> {
             }
         }
         Ok(())
+    }
+
+    fn warn_overwrite(&self, replaced: bool, label: &str) {
+        if replaced {
+            self.warn(&format!("Label {label} already used for a persistent object. Overwriting previously saved object"));
+        }
+    }
+
+    /// A warning on stderr: `WARNING:  message at program:line` (SIAL-SPEC §7.15).
+    pub(super) fn warn(&self, message: &str) {
+        eprintln!("WARNING:  {message} at {}:{}", self.program.name, self.line);
     }
 
     pub(super) fn restore(&mut self, object: Persistent, label: &str) -> Result<()> {

@@ -32,8 +32,13 @@ impl Worker<'_> {
                 indices,
                 wheres,
                 end,
-                ..
-            } => (indices.clone(), wheres.clone(), *end as usize, true),
+                pragma,
+            } => {
+                if let Some(p) = pragma {
+                    self.check_pragma(&self.program.strings[p.index()]);
+                }
+                (indices.clone(), wheres.clone(), *end as usize, true)
+            }
             _ => return Err(RuntimeError::new("internal: not a loop")),
         };
         let mut lo = Vec::new();
@@ -79,6 +84,23 @@ impl Worker<'_> {
         } else {
             self.clear_indices(&frame.indices);
             Ok(end + 1)
+        }
+    }
+
+    /// The loop managers of SIAL-SPEC §7.10 that a pragma may name. With one worker every
+    /// manager runs every iteration in order; fragment managers are not available.
+    fn check_pragma(&self, pragma: &str) {
+        const KNOWN: [&str; 5] = [
+            "default_loop_manager",
+            "SequentialPardoLoop",
+            "BalancedTaskAllocParallelPardoLoop",
+            "StaticTaskAllocParallelPardoLoop",
+            "test_pardo_pragma",
+        ];
+        if !KNOWN.contains(&pragma) {
+            self.warn(&format!(
+                "Failed to create specified pardo manager \"{pragma}\"; THIS PARDO LOOP IS BEING EXECUTED USING THE DEFAULT LOOP"
+            ));
         }
     }
 

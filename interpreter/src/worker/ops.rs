@@ -175,6 +175,14 @@ impl Worker<'_> {
             Op::Execute { special, args } => self.execute(*special, args),
             Op::SetPersistent { object, label } => {
                 let label = self.program.strings[label.index()].clone();
+                if let sial_compiler::bytecode::Persistent::Array(a) = object
+                    && self.marks.iter().any(|(o, _)| o == object)
+                {
+                    return Err(RuntimeError::program(format!(
+                        "duplicate save of array {} in same sial program (set_persistent marks it once)",
+                        self.array_name(*a)
+                    )));
+                }
                 self.marks.push((*object, label));
                 Ok(())
             }

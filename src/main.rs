@@ -52,12 +52,25 @@ enum Command {
         /// Set the segment extents of an index kind.
         #[arg(long = "segments", value_name = "KIND=E1,E2,...")]
         segments: Vec<String>,
-        /// Worker ranks (this build runs one worker).
+        /// Worker ranks (default: one per core; `--workers 1 --servers 0` is one process
+        /// with no server ranks).
         #[arg(long)]
         workers: Option<usize>,
-        /// Server ranks (this build runs none: distributed arrays live in the worker).
+        /// Server ranks (default 1).
         #[arg(long)]
         servers: Option<usize>,
+        /// Memory per worker for fetched distributed/served blocks, e.g. 512M, 2G, or bytes.
+        #[arg(long, value_name = "SIZE")]
+        worker_memory: Option<String>,
+        /// Write the run's figures (per rank and totals) as JSON (format sial-stats/1).
+        #[arg(long, value_name = "FILE.json")]
+        stats: Option<PathBuf>,
+        /// Do not print the end-of-run summary.
+        #[arg(long, short = 'q')]
+        quiet: bool,
+        /// Testing aid: make a rank fail (`worker:R` or `server:R` panics).
+        #[arg(long, value_name = "ROLE:RANK", hide = true)]
+        inject_fault: Option<String>,
         /// Write the final state of every program as JSON (format sial-dump/1).
         #[arg(long, value_name = "FILE.json")]
         dump: Option<PathBuf>,
@@ -128,6 +141,10 @@ fn run(cli: Cli) -> ExitCode {
             segments,
             workers,
             servers,
+            worker_memory,
+            stats,
+            quiet,
+            inject_fault,
             dump,
             include,
         } => run_job(RunArgs {
@@ -137,6 +154,10 @@ fn run(cli: Cli) -> ExitCode {
             segments,
             workers,
             servers,
+            worker_memory,
+            stats,
+            quiet,
+            inject_fault,
             dump,
             include,
         }),
@@ -202,8 +223,69 @@ struct RunArgs {
     segments: Vec<String>,
     workers: Option<usize>,
     servers: Option<usize>,
+    worker_memory: Option<String>,
+    stats: Option<PathBuf>,
+    quiet: bool,
+    inject_fault: Option<String>,
     dump: Option<PathBuf>,
     include: Vec<PathBuf>,
+}
+
+/// `512M`, `2G`, `64k` or plain bytes.
+fn parse_size(text: &str) -> Result<usize, String> {
+    let t = text.trim();
+    let (digits, unit) = match t.find(|c: char| !c.is_ascii_digit()) {
+        Some(i) => t.split_at(i),
+        None => (t, ""),
+    };
+    let n: usize = digits.parse().map_err(|_| {
+        format!("bad size {text:?}: write a number of bytes, or a number with K, M or G")
+    })?;
+    let scale: usize = match unit.to_ascii_uppercase().as_str() {
+        "" | "B" => 1,
+        "K" | "KB" | "KIB" => 1 << 10,
+        "M" | "MB" | "MIB" => 1 << 20,
+        "G" | "GB" | "GIB" => 1 << 30,
+        "T" | "TB" | "TIB" => 1 << 40,
+        _ => return Err(format!("bad size {text:?}: the unit must be K, M, G or T")),
+    };
+    n.checked_mul(scale)
+        .ok_or_else(|| format!("bad size {text:?}: too large"))
+}
+
+/// `worker:R` / `server:R`.
+fn parse_fault(text: &str) -> Result<sial_interpreter::job::Fault, String> {
+    use sial_interpreter::job::Fault;
+    let bad = || format!("bad fault {text:?}: write worker:RANK or server:RANK");
+    let (role, rank) = text.split_once(':').ok_or_else(bad)?;
+    let rank: usize = rank.parse().map_err(|_| bad())?;
+    match role {
+        "worker" => Ok(Fault::WorkerPanic(rank)),
+        "server" => Ok(Fault::ServerPanic(rank)),
+        _ => Err(bad()),
+    }
+}
+
+/// Workers and servers from the options: `--servers 0` is one process; by default one worker
+/// per core and one server.
+fn ranks(workers: Option<usize>, servers: Option<usize>) -> Result<(usize, usize), String> {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let (w, s) = match (workers, servers) {
+        (Some(w), Some(s)) => (w, s),
+        (Some(w), None) => (w, 1),
+        (None, Some(0)) => (1, 0),
+        (None, Some(s)) => (cores, s),
+        (None, None) => (cores, 1),
+    };
+    if w == 0 {
+        return Err("--workers must be at least 1".into());
+    }
+    if s == 0 && w != 1 {
+        return Err(format!(
+            "--workers {w} --servers 0: several workers need at least one server (--servers 0 runs one worker holding the arrays itself)"
+        ));
+    }
+    Ok((w, s))
 }
 
 fn is_setup_file(p: &Path) -> bool {
@@ -216,9 +298,18 @@ fn run_job(args: RunArgs) -> ExitCode {
         eprintln!("sial: error: {msg}");
         ExitCode::from(1)
     };
-    if args.workers.is_some_and(|w| w != 1) || args.servers.is_some_and(|s| s != 0) {
-        return fail("this build runs one worker and no servers; use --workers 1 --servers 0 (or neither option)".into());
-    }
+    let (workers, servers) = match ranks(args.workers, args.servers) {
+        Ok(r) => r,
+        Err(e) => return fail(e),
+    };
+    let worker_memory = match args.worker_memory.as_deref().map(parse_size).transpose() {
+        Ok(m) => m.unwrap_or(sial_interpreter::job::DEFAULT_WORKER_MEMORY),
+        Err(e) => return fail(format!("--worker-memory: {e}")),
+    };
+    let fault = match args.inject_fault.as_deref().map(parse_fault).transpose() {
+        Ok(f) => f,
+        Err(e) => return fail(e),
+    };
     let (setup_files, mut programs): (Vec<PathBuf>, Vec<PathBuf>) =
         args.job.into_iter().partition(|p| is_setup_file(p));
     let mut setup_path = args.setup;
@@ -266,12 +357,18 @@ fn run_job(args: RunArgs) -> ExitCode {
         }
     }
     let registry = sial_interpreter::specials::Registry::with_general();
-    let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::new(stdout.lock());
+    let mut out = std::io::BufWriter::new(std::io::stdout());
     let mut dumped = Vec::new();
-    let work_dir = std::env::current_dir().unwrap_or_default();
+    let options = sial_interpreter::job::Options {
+        workers,
+        servers,
+        worker_memory,
+        snapshot: args.dump.is_some(),
+        work_dir: std::env::current_dir().unwrap_or_default(),
+        fault,
+    };
     let result =
-        sial_interpreter::job::run(&compiled, &setup, &registry, &mut out, work_dir, |state| {
+        sial_interpreter::job::run(&compiled, &setup, &registry, &mut out, &options, |state| {
             if args.dump.is_some() {
                 dumped.push(sial_interpreter::dump::program(state));
             }
@@ -286,7 +383,20 @@ fn run_job(args: RunArgs) -> ExitCode {
         }
     }
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(report) => {
+            if !args.quiet {
+                eprint!("{}", sial_interpreter::report::summary(&report));
+            }
+            if let Some(path) = &args.stats {
+                let text =
+                    serde_json::to_string_pretty(&sial_interpreter::report::stats_json(&report))
+                        .unwrap_or_default();
+                if let Err(e) = std::fs::write(path, text + "\n") {
+                    return fail(format!("cannot write {}: {e}", path.display()));
+                }
+            }
+            ExitCode::SUCCESS
+        }
         Err(e) => {
             eprintln!("{e}");
             ExitCode::from(1)

@@ -67,6 +67,7 @@ fn run(job: &Path, dump: &Path) -> Outcome {
     let out = Command::new(env!("CARGO_BIN_EXE_sial"))
         .arg("run")
         .arg(job)
+        .args(["--workers", "1", "--servers", "0"])
         .arg("--dump")
         .arg(dump)
         .current_dir(root())

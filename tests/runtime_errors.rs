@@ -40,6 +40,11 @@ fn sial(subcommand: &str, file: &Path) -> Outcome {
     let mut child = Command::new(env!("CARGO_BIN_EXE_sial"))
         .arg(subcommand)
         .arg(rel)
+        .args(if subcommand == "run" {
+            &["--workers", "1", "--servers", "0"][..]
+        } else {
+            &[]
+        })
         .current_dir(root())
         .env_remove("SIALPATH")
         .stdin(Stdio::null())

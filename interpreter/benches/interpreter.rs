@@ -72,7 +72,10 @@ fn run(program: &Program, setup: &Setup, registry: &Registry) -> Duration {
         setup,
         registry,
         &mut out,
-        std::env::temp_dir(),
+        &sial_interpreter::job::Options {
+            work_dir: std::env::temp_dir(),
+            ..Default::default()
+        },
         |_| {},
     )
     .expect("benchmark program runs");

@@ -32,7 +32,7 @@ pub fn program(state: &FinalState<'_>) -> Value {
             ArrayKind::Served => "served",
         };
         let entry = match storage {
-            Storage::Unused => continue,
+            Storage::Unused | Storage::Remote => continue,
             Storage::Whole(b) => json!({ "kind": kind, "shape": b.shape, "data": b.data }),
             Storage::Blocks(map) => {
                 let mut keys: Vec<_> = map.keys().collect();

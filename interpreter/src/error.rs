@@ -4,11 +4,11 @@
 use thiserror::Error;
 
 /// A runtime error. Boxed so that `Result`s on the interpreter's hot paths stay small.
-#[derive(Debug, Error, PartialEq)]
+#[derive(Debug, Clone, Error, PartialEq)]
 #[error("{0}")]
 pub struct RuntimeError(Box<Details>);
 
-#[derive(Debug, Error, PartialEq)]
+#[derive(Debug, Clone, Error, PartialEq)]
 #[error("FATAL ERROR: {message}{}", at(.program, *.line))]
 pub struct Details {
     pub message: String,

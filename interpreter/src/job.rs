@@ -1,35 +1,306 @@
-//! A job: programs run in order, one process, sharing only what was made persistent.
+//! A job: programs run in order on W workers and S servers, sharing only what was made
+//! persistent. `servers == 0` is the single-process mode (one worker holding its server);
+//! otherwise every rank is a thread of this process (the `local` transport).
 
-use crate::error::Result;
+use crate::cluster::message::ServerStats;
+use crate::cluster::{Abort, WorkerLink, local, solo::Solo};
+use crate::error::{Result, RuntimeError};
 use crate::persist::Persisted;
+use crate::server::{Saved, serve};
 use crate::setup::Setup;
 use crate::specials::Registry;
-use crate::worker::{Env, FinalState, Worker};
+use crate::worker::{Env, FinalState, Worker, WorkerStats};
 use sial_compiler::bytecode::Program;
 use std::io::Write;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-/// Runs every program of a job; `done` sees each program's final state (for dumps and tests).
+/// Default bytes of fetched blocks per worker (ACES4's default worker memory).
+pub const DEFAULT_WORKER_MEMORY: usize = 2 << 30;
+
+/// A rank made to fail on purpose (`--inject-fault`, a testing aid).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// The worker of this rank panics when its first program starts.
+    WorkerPanic(usize),
+    /// The server of this rank panics at its first request.
+    ServerPanic(usize),
+}
+
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub workers: usize,
+    pub servers: usize,
+    pub worker_memory: usize,
+    /// Collect distributed/served arrays for `done` (dumps).
+    pub snapshot: bool,
+    pub work_dir: PathBuf,
+    pub fault: Option<Fault>,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            workers: 1,
+            servers: 0,
+            worker_memory: DEFAULT_WORKER_MEMORY,
+            snapshot: false,
+            work_dir: PathBuf::from("."),
+            fault: None,
+        }
+    }
+}
+
+/// What a finished job measured.
+#[derive(Debug, Clone, Default)]
+pub struct Report {
+    pub wall: Duration,
+    /// Per worker, over all programs.
+    pub workers: Vec<WorkerStats>,
+    /// Per server, over all programs.
+    pub servers: Vec<ServerStats>,
+}
+
+/// Runs every program of a job; `done` sees each program's final state on worker 0.
 pub fn run(
     programs: &[Program],
     setup: &Setup,
     registry: &Registry,
-    out: &mut dyn Write,
-    work_dir: PathBuf,
+    out: &mut (dyn Write + Send),
+    options: &Options,
     mut done: impl FnMut(&FinalState<'_>),
-) -> Result<()> {
+) -> Result<Report> {
+    let started = Instant::now();
+    let mut report = if options.servers == 0 {
+        if options.workers != 1 {
+            return Err(RuntimeError::input(format!(
+                "{} workers need at least one server (--servers 0 runs one worker holding the arrays itself)",
+                options.workers
+            )));
+        }
+        solo(programs, setup, registry, out, options, &mut done)?
+    } else if options.workers == 0 {
+        return Err(RuntimeError::input("a job needs at least one worker"));
+    } else {
+        threads(programs, setup, registry, out, options, &mut done)?
+    };
+    report.wall = started.elapsed();
+    Ok(report)
+}
+
+fn solo(
+    programs: &[Program],
+    setup: &Setup,
+    registry: &Registry,
+    out: &mut (dyn Write + Send),
+    options: &Options,
+    done: &mut dyn FnMut(&FinalState<'_>),
+) -> Result<Report> {
     let mut persisted = Persisted::default();
+    let mut saved = Saved::new();
+    let mut report = Report {
+        workers: vec![WorkerStats::default()],
+        servers: vec![ServerStats::default()],
+        ..Report::default()
+    };
     for program in programs {
-        let env = Env {
+        let mut link = Solo::new(program, &mut saved);
+        let stats = run_program(
+            program,
             setup,
             registry,
-            out: &mut *out,
-            persisted: &mut persisted,
-            work_dir: work_dir.clone(),
-        };
-        let mut worker = Worker::new(program, env).map_err(|e| e.at(&program.name, 0))?;
-        worker.run()?;
+            out,
+            options,
+            &mut persisted,
+            &mut link,
+            done,
+        )?;
+        report.workers[0].add(&stats.0);
+        add_servers(&mut report.servers, &stats.1);
+    }
+    Ok(report)
+}
+
+/// One program on one worker; returns the worker's figures and (worker 0) the servers'.
+#[allow(clippy::too_many_arguments)]
+fn run_program(
+    program: &Program,
+    setup: &Setup,
+    registry: &Registry,
+    out: &mut dyn Write,
+    options: &Options,
+    persisted: &mut Persisted,
+    link: &mut dyn WorkerLink,
+    done: &mut dyn FnMut(&FinalState<'_>),
+) -> Result<(WorkerStats, Vec<ServerStats>)> {
+    let env = Env {
+        setup,
+        registry,
+        out,
+        persisted,
+        work_dir: options.work_dir.clone(),
+        worker_memory: options.worker_memory,
+        snapshot: options.snapshot,
+    };
+    let mut worker = Worker::new(program, env, link).map_err(|e| e.at(&program.name, 0))?;
+    worker.run()?;
+    if worker.rank == 0 {
         done(&worker.state());
     }
-    Ok(())
+    Ok((worker.stats(), std::mem::take(&mut worker.server_stats)))
+}
+
+fn add_servers(total: &mut Vec<ServerStats>, more: &[ServerStats]) {
+    if total.len() < more.len() {
+        total.resize(more.len(), ServerStats::default());
+    }
+    for (t, m) in total.iter_mut().zip(more) {
+        t.messages += m.messages;
+        t.bytes_in += m.bytes_in;
+        t.bytes_out += m.bytes_out;
+        t.blocks_held_peak = t.blocks_held_peak.max(m.blocks_held_peak);
+        t.bytes_held_peak = t.bytes_held_peak.max(m.bytes_held_peak);
+        t.busy_seconds += m.busy_seconds;
+    }
+}
+
+/// Text of a panic payload.
+fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
+    p.downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown cause".into())
+}
+
+/// Runs `body` as rank `who`; any failure (error or panic) stops the whole job.
+fn guarded<T>(abort: &Abort, who: &str, body: impl FnOnce() -> Result<T>) -> Option<T> {
+    match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(Ok(v)) => Some(v),
+        Ok(Err(e)) => {
+            abort.fail(e);
+            None
+        }
+        Err(p) => {
+            abort.fail(RuntimeError::new(format!(
+                "{who} died: {} (the job was stopped)",
+                panic_text(p.as_ref())
+            )));
+            None
+        }
+    }
+}
+
+fn threads(
+    programs: &[Program],
+    setup: &Setup,
+    registry: &Registry,
+    out: &mut (dyn Write + Send),
+    options: &Options,
+    done: &mut dyn FnMut(&FinalState<'_>),
+) -> Result<Report> {
+    let abort = Arc::new(Abort::default());
+    let (mut worker_links, server_links) =
+        local::fabric(options.workers, options.servers, Arc::clone(&abort));
+    let mut report = Report {
+        workers: vec![WorkerStats::default(); options.workers],
+        servers: vec![ServerStats::default(); options.servers],
+        ..Report::default()
+    };
+    let mut link0 = worker_links.remove(0);
+    let abort = &abort;
+    std::thread::scope(|scope| {
+        let mut servers = Vec::new();
+        for mut link in server_links {
+            let rank = crate::cluster::ServerLink::rank(&link);
+            let who = format!("server {rank}");
+            servers.push(spawn(scope, move || {
+                guarded(abort, &who, || {
+                    if options.fault == Some(Fault::ServerPanic(rank)) {
+                        let _ = crate::cluster::ServerLink::recv(&mut link);
+                        panic!("injected fault");
+                    }
+                    let mut saved = Saved::new();
+                    for program in programs {
+                        serve(program, &mut link, &mut saved)?;
+                    }
+                    Ok(())
+                })
+            }));
+        }
+        let mut workers = Vec::new();
+        for mut link in worker_links {
+            let rank = link.rank();
+            let who = format!("worker {rank}");
+            workers.push(spawn(scope, move || {
+                guarded(abort, &who, || {
+                    let mut persisted = Persisted::default();
+                    let mut stats = WorkerStats::default();
+                    let mut out = std::io::stdout();
+                    for program in programs {
+                        if options.fault == Some(Fault::WorkerPanic(rank)) {
+                            panic!("injected fault");
+                        }
+                        let s = run_program(
+                            program,
+                            setup,
+                            registry,
+                            &mut out,
+                            options,
+                            &mut persisted,
+                            &mut link,
+                            &mut |_| {},
+                        )?;
+                        stats.add(&s.0);
+                    }
+                    Ok(stats)
+                })
+            }));
+        }
+        let first = guarded(abort, "worker 0", || {
+            let mut persisted = Persisted::default();
+            for program in programs {
+                if options.fault == Some(Fault::WorkerPanic(0)) {
+                    panic!("injected fault");
+                }
+                let s = run_program(
+                    program,
+                    setup,
+                    registry,
+                    out,
+                    options,
+                    &mut persisted,
+                    &mut link0,
+                    done,
+                )?;
+                report.workers[0].add(&s.0);
+                add_servers(&mut report.servers, &s.1);
+            }
+            Ok(())
+        });
+        for (i, w) in workers.into_iter().enumerate() {
+            if let Ok(Some(s)) = w.join() {
+                report.workers[i + 1] = s;
+            }
+        }
+        for s in servers {
+            let _ = s.join();
+        }
+        first
+    });
+    match abort.error() {
+        Some(e) => Err(e),
+        None => Ok(report),
+    }
+}
+
+fn spawn<'s, T: Send + 's>(
+    scope: &'s std::thread::Scope<'s, '_>,
+    body: impl FnOnce() -> T + Send + 's,
+) -> std::thread::ScopedJoinHandle<'s, T> {
+    std::thread::Builder::new()
+        .stack_size(64 << 20)
+        .spawn_scoped(scope, body)
+        .unwrap_or_else(|e| panic!("cannot start a rank thread: {e}"))
 }

@@ -4,12 +4,15 @@
 //! [`specials`] (the registry of named super instructions), [`print`] (the production print
 //! formats of SIAL-SPEC §7.12) and the worker that executes a program.
 
+pub mod cluster;
 pub mod dump;
 pub mod error;
 pub mod job;
 pub mod layout;
 pub mod persist;
 pub mod print;
+pub mod report;
+pub mod server;
 pub mod setup;
 pub mod specials;
 pub mod store;

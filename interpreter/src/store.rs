@@ -63,6 +63,24 @@ pub enum Storage {
     Whole(Block),
     /// Contiguous local arrays: allocated regions.
     Regions(Vec<Region>),
+    /// Distributed and served arrays: their blocks live at the servers; fetched copies are
+    /// held by the worker's link.
+    Remote,
     /// An array no statement uses.
     Unused,
+}
+
+/// `a[1,2]` as text, for messages.
+pub fn block_text(
+    program: &sial_compiler::bytecode::Program,
+    array: usize,
+    key: &BlockKey,
+) -> String {
+    let a = &program.arrays[array];
+    let segs: Vec<String> = key
+        .rank_segments(a.dims.len())
+        .iter()
+        .map(|v| v.to_string())
+        .collect();
+    format!("{}[{}]", a.name, segs.join(","))
 }

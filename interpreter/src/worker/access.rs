@@ -2,13 +2,44 @@
 //! §7.3.2), extraction from and write-back into static arrays and contiguous regions.
 
 use super::Worker;
+use super::remote::Wanted;
 use crate::error::{Result, RuntimeError};
 use crate::layout::Layout;
 use crate::store::{Block, BlockKey, Region, Storage};
 use sial_compiler::bytecode::{
     ArrayKind, ArraySlot, BlockRef, IndexKind, IndexSlot, Operand, RegionRef,
 };
-use std::borrow::Cow;
+use std::ops::Deref;
+use std::sync::Arc;
+
+/// A block read for an instruction: borrowed from the worker's storage, extracted (a copy), or
+/// a fetched copy of a server's block shared with the link.
+pub(crate) enum BlockRead<'w> {
+    Borrowed(&'w Block),
+    Owned(Block),
+    Shared(Arc<Block>),
+}
+
+impl Deref for BlockRead<'_> {
+    type Target = Block;
+    fn deref(&self) -> &Block {
+        match self {
+            BlockRead::Borrowed(b) => b,
+            BlockRead::Owned(b) => b,
+            BlockRead::Shared(b) => b,
+        }
+    }
+}
+
+impl BlockRead<'_> {
+    pub(crate) fn into_owned(self) -> Block {
+        match self {
+            BlockRead::Borrowed(b) => b.clone(),
+            BlockRead::Owned(b) => b,
+            BlockRead::Shared(b) => Arc::unwrap_or_clone(b),
+        }
+    }
+}
 
 /// Where a sub-block (slice/insert) lies inside its super block.
 pub(crate) struct SubBlock {
@@ -94,35 +125,75 @@ impl Worker<'_> {
             .collect()
     }
 
-    /// Reads a block (intent r): borrowed from a block map, or a copy extracted from a static
-    /// array.
-    pub(crate) fn read_block(&self, r: &BlockRef) -> Result<Cow<'_, Block>> {
+    /// What the link needs to fetch or read a distributed/served block.
+    pub(crate) fn wanted<'t>(
+        &self,
+        array: ArraySlot,
+        key: BlockKey,
+        shape: &[usize],
+        text: &'t dyn Fn() -> String,
+    ) -> Wanted<'t> {
+        let dims = &self.program.arrays[array.index()].dims;
+        let mut number: u64 = 0;
+        for (d, &declared) in dims.iter().enumerate() {
+            let range = self.layout.range(declared);
+            let n = range.count().max(1) as u64;
+            number = number * n + (key.segments[d] - range.lo).max(0) as u64;
+        }
+        Wanted {
+            array: array.0,
+            key,
+            bytes: shape.iter().product::<usize>() * 8,
+            owner: crate::cluster::owner(number, self.workers_servers()),
+            line: self.line,
+            text,
+        }
+    }
+
+    fn workers_servers(&self) -> usize {
+        self.net.borrow().link.servers()
+    }
+
+    /// A fetched copy of a distributed/served block; it must have been fetched in this section.
+    pub(crate) fn read_remote(
+        &self,
+        array: ArraySlot,
+        key: BlockKey,
+        shape: &[usize],
+    ) -> Result<Arc<Block>> {
+        let text = || self.block_text(array, &key);
+        let wanted = self.wanted(array, key, shape, &text);
+        let got = self.net.borrow_mut().read(&wanted)?;
+        got.ok_or_else(|| {
+            let kind = self.program.arrays[array.index()].kind;
+            RuntimeError::program(format!(
+                "Attempting to read non-existent block {}: a {} block must be fetched with {} in the current section (after the last barrier)",
+                self.block_text(array, &key),
+                kind.name(),
+                if kind == ArrayKind::Served {
+                    "request"
+                } else {
+                    "get"
+                }
+            ))
+        })
+    }
+
+    /// Reads a block (intent r): borrowed from a block map, a copy extracted from a static
+    /// array, or a fetched copy of a server's block.
+    pub(crate) fn read_block(&self, r: &BlockRef) -> Result<BlockRead<'_>> {
         let (key, shape) = self.locate(r)?;
         match &self.storage[r.array.index()] {
-            Storage::Blocks(map) => {
-                let kind = self.program.arrays[r.array.index()].kind;
-                if kind.is_remote() && !self.fetched[r.array.index()].contains(&key) {
-                    return Err(RuntimeError::program(format!(
-                        "Attempting to read non-existent block {}: a {} block must be fetched with {} in the current section (after the last barrier)",
-                        self.block_text(r.array, &key),
-                        kind.name(),
-                        if kind == ArrayKind::Served {
-                            "request"
-                        } else {
-                            "get"
-                        }
-                    )));
-                }
-                map.get(&key).map(Cow::Borrowed).ok_or_else(|| {
-                    RuntimeError::program(format!(
-                        "Attempting to read non-existent block {}",
-                        self.block_text(r.array, &key)
-                    ))
-                })
-            }
+            Storage::Remote => Ok(BlockRead::Shared(self.read_remote(r.array, key, &shape)?)),
+            Storage::Blocks(map) => map.get(&key).map(BlockRead::Borrowed).ok_or_else(|| {
+                RuntimeError::program(format!(
+                    "Attempting to read non-existent block {}",
+                    self.block_text(r.array, &key)
+                ))
+            }),
             Storage::Whole(whole) => {
                 let origin = self.static_origin(r.array, &key);
-                Ok(Cow::Owned(extract(whole, &origin, shape)))
+                Ok(BlockRead::Owned(extract(whole, &origin, shape)))
             }
             Storage::Regions(_) | Storage::Unused => Err(RuntimeError::new(format!(
                 "internal: {} has no blocks",
@@ -158,17 +229,21 @@ impl Worker<'_> {
         self.write_block(r, block)
     }
 
-    /// Whether a block of a block-map array exists.
-    pub(crate) fn block_exists(&self, r: &BlockRef) -> Result<bool> {
-        let (key, _) = self.locate(r)?;
-        Ok(match &self.storage[r.array.index()] {
-            Storage::Blocks(map) => map.contains_key(&key),
-            _ => true,
-        })
+    /// Distributed and served blocks change only through put/prepare.
+    pub(crate) fn remote_write_error(&self, r: &BlockRef) -> RuntimeError {
+        RuntimeError::program(format!(
+            "attempting to update distributed or served block {} (write it with put or prepare)",
+            self.locate(r)
+                .map(|(k, _)| self.block_text(r.array, &k))
+                .unwrap_or_else(|_| self.array_name(r.array).to_string())
+        ))
     }
 
     /// A copy of a block that is about to be updated (intent u): it must exist.
     pub(crate) fn update_block(&self, r: &BlockRef) -> Result<Block> {
+        if let Storage::Remote = &self.storage[r.array.index()] {
+            return Err(self.remote_write_error(r));
+        }
         if let Storage::Blocks(map) = &self.storage[r.array.index()] {
             let (key, _) = self.locate(r)?;
             return map.get(&key).cloned().ok_or_else(|| {
@@ -193,6 +268,9 @@ impl Worker<'_> {
                 block.shape
             )));
         }
+        if let Storage::Remote = &self.storage[r.array.index()] {
+            return Err(self.remote_write_error(r));
+        }
         let kind = self.program.arrays[r.array.index()].kind;
         let origin = match &self.storage[r.array.index()] {
             Storage::Whole(_) => Some(self.static_origin(r.array, &key)),
@@ -213,10 +291,9 @@ impl Worker<'_> {
                 paste(whole, origin.as_deref().unwrap_or(&[]), &block);
                 Ok(())
             }
-            Storage::Regions(_) | Storage::Unused => Err(RuntimeError::new(format!(
-                "internal: {} has no blocks",
-                self.array_name(r.array)
-            ))),
+            Storage::Remote | Storage::Regions(_) | Storage::Unused => Err(RuntimeError::new(
+                format!("internal: {} has no blocks", self.array_name(r.array)),
+            )),
         }
     }
 
@@ -374,10 +451,10 @@ impl Worker<'_> {
         }
     }
 
-    pub(crate) fn read_operand(&self, o: &Operand) -> Result<Cow<'_, Block>> {
+    pub(crate) fn read_operand(&self, o: &Operand) -> Result<BlockRead<'_>> {
         match o {
             Operand::Block(r) => self.read_block(r),
-            Operand::Region(r) => Ok(Cow::Owned(self.read_region(r)?)),
+            Operand::Region(r) => Ok(BlockRead::Owned(self.read_region(r)?)),
         }
     }
 

@@ -12,6 +12,10 @@ use sial_compiler::bytecode::{
 
 impl Worker<'_> {
     fn emit(&mut self, text: &str) -> Result<()> {
+        // Printing happens on worker 0 unless every rank prints (SIAL-SPEC §7.12).
+        if self.rank != 0 && !self.all_rank_print {
+            return Ok(());
+        }
         self.env
             .out
             .write_all(text.as_bytes())
@@ -237,17 +241,11 @@ impl Worker<'_> {
                         .insert(label.clone(), self.scalars[s.index()]);
                     self.warn_overwrite(old.is_some(), &label);
                 }
+                // The servers save distributed and served arrays.
+                Persistent::Array(a) if self.program.arrays[a.index()].kind.is_remote() => {}
                 Persistent::Array(a) => match &self.storage[a.index()] {
                     Storage::Whole(b) => {
                         let old = self.env.persisted.statics.insert(label.clone(), b.clone());
-                        self.warn_overwrite(old.is_some(), &label);
-                    }
-                    Storage::Blocks(map) => {
-                        let old = self
-                            .env
-                            .persisted
-                            .distributed
-                            .insert(label.clone(), map.clone());
                         self.warn_overwrite(old.is_some(), &label);
                     }
                     _ => {
@@ -270,6 +268,9 @@ impl Worker<'_> {
 
     /// A warning on stderr: `WARNING:  message at program:line` (SIAL-SPEC §7.15).
     pub(super) fn warn(&self, message: &str) {
+        if self.rank != 0 {
+            return;
+        }
         eprintln!("WARNING:  {message} at {}:{}", self.program.name, self.line);
     }
 
@@ -310,20 +311,10 @@ impl Worker<'_> {
                     }
                     *b = saved;
                 } else {
-                    let saved = self
-                        .env
-                        .persisted
-                        .distributed
-                        .get(label)
-                        .cloned()
-                        .ok_or_else(|| {
-                            RuntimeError::program(format!(
-                                "no persistent object \"{label}\": nothing was saved under this label by an earlier program of the job"
-                            ))
-                        })?;
-                    if let Storage::Blocks(map) = &mut self.storage[a.index()] {
-                        *map = saved;
-                    }
+                    return Err(RuntimeError::new(format!(
+                        "internal: {} is restored by the servers",
+                        self.program.arrays[a.index()].name
+                    )));
                 }
             }
         }
@@ -345,7 +336,9 @@ impl Context for Worker<'_> {
     }
 
     fn print(&mut self, text: &str) {
-        let _ = self.env.out.write_all(text.as_bytes());
+        if self.rank == 0 || self.all_rank_print {
+            let _ = self.env.out.write_all(text.as_bytes());
+        }
     }
 
     fn set_all_rank_print(&mut self, on: bool) {

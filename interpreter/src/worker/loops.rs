@@ -1,6 +1,7 @@
 //! Loops (SIAL-SPEC §4.2–§4.4, §6.7): do, do-in over a subindex, pardo. Each loop walks its
 //! iterations in odometer order (first index fastest), skipping those whose where clauses are
-//! false; every iteration is a scope. In one process a pardo runs all of its iterations.
+//! false; every iteration is a scope. A pardo's manager (§7.10) decides which worker runs
+//! each iteration.
 
 use super::Worker;
 use crate::error::{Result, RuntimeError};
@@ -17,30 +18,47 @@ pub(crate) struct Frame {
     hi: Vec<i32>,
     current: Vec<i32>,
     wheres: Vec<ExprId>,
+    manager: Manager,
+    /// Iterations of this loop met so far, before where clauses (the static manager).
+    seen: u64,
+}
+
+/// Pardo loop managers (SIAL-SPEC §7.10).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Manager {
+    /// Not a pardo, or `SequentialPardoLoop`: this worker runs every iteration.
+    All,
+    /// The default: the k-th valid iteration since the barrier goes to worker k mod W.
+    Balanced,
+    /// `StaticTaskAllocParallelPardoLoop`: the k-th iteration of this loop (before where
+    /// clauses) goes to worker k mod W.
+    Static,
 }
 
 impl Worker<'_> {
     pub(super) fn loop_start(&mut self, op: &Op, pc: usize) -> Result<usize> {
-        let (indices, wheres, end, pardo) = match op {
+        let (indices, wheres, end, manager) = match op {
             Op::DoStart { index, wheres, end } => {
-                (vec![*index], wheres.clone(), *end as usize, false)
+                (vec![*index], wheres.clone(), *end as usize, Manager::All)
             }
             Op::DoInStart {
                 index, wheres, end, ..
-            } => (vec![*index], wheres.clone(), *end as usize, false),
+            } => (vec![*index], wheres.clone(), *end as usize, Manager::All),
             Op::PardoStart {
                 indices,
                 wheres,
                 end,
                 pragma,
             } => {
-                if let Some(p) = pragma {
-                    self.check_pragma(&self.program.strings[p.index()]);
-                }
-                (indices.clone(), wheres.clone(), *end as usize, true)
+                let manager = match pragma {
+                    Some(p) => self.manager(&self.program.strings[p.index()]),
+                    None => Manager::Balanced,
+                };
+                (indices.clone(), wheres.clone(), *end as usize, manager)
             }
             _ => return Err(RuntimeError::new("internal: not a loop")),
         };
+        let pardo = matches!(op, Op::PardoStart { .. });
         let mut lo = Vec::new();
         let mut hi = Vec::new();
         for &i in &indices {
@@ -75,6 +93,8 @@ impl Worker<'_> {
             lo,
             hi,
             wheres,
+            manager,
+            seen: 0,
         };
         let empty = frame.hi.iter().zip(&frame.lo).any(|(h, l)| h < l);
         if !empty && self.first_valid(&mut frame, true)? {
@@ -87,24 +107,25 @@ impl Worker<'_> {
         }
     }
 
-    /// The loop managers of SIAL-SPEC §7.10 that a pragma may name. With one worker every
-    /// manager runs every iteration in order; fragment managers are not available.
-    fn check_pragma(&self, pragma: &str) {
-        const KNOWN: [&str; 5] = [
-            "default_loop_manager",
-            "SequentialPardoLoop",
-            "BalancedTaskAllocParallelPardoLoop",
-            "StaticTaskAllocParallelPardoLoop",
-            "test_pardo_pragma",
-        ];
-        if !KNOWN.contains(&pragma) {
-            self.warn(&format!(
-                "Failed to create specified pardo manager \"{pragma}\"; THIS PARDO LOOP IS BEING EXECUTED USING THE DEFAULT LOOP"
-            ));
+    /// The loop manager a pragma names (SIAL-SPEC §7.10); fragment managers are not
+    /// available and fall back to the default with a warning.
+    fn manager(&self, pragma: &str) -> Manager {
+        match pragma {
+            "default_loop_manager" | "BalancedTaskAllocParallelPardoLoop" => Manager::Balanced,
+            "SequentialPardoLoop" => Manager::All,
+            "StaticTaskAllocParallelPardoLoop" | "test_pardo_pragma" => Manager::Static,
+            _ => {
+                self.warn(&format!(
+                    "Failed to create specified pardo manager \"{pragma}\"; THIS PARDO LOOP IS BEING EXECUTED USING THE DEFAULT LOOP"
+                ));
+                Manager::Balanced
+            }
         }
     }
 
     pub(super) fn loop_end(&mut self, start: usize, pc: usize) -> Result<usize> {
+        // A failure elsewhere stops this worker even in a loop that never communicates.
+        self.net.get_mut().check_abort()?;
         self.close_scope();
         let Some(mut frame) = self.frames.pop() else {
             return Err(RuntimeError::new("internal: loop end without a loop"));
@@ -151,6 +172,14 @@ impl Worker<'_> {
                 return Ok(false);
             }
             advance = true;
+            let workers = self.workers as u64;
+            if frame.manager == Manager::Static {
+                let k = frame.seen;
+                frame.seen += 1;
+                if k % workers != self.rank as u64 {
+                    continue;
+                }
+            }
             for (i, v) in frame.indices.iter().zip(&frame.current) {
                 self.index_values[i.index()] = Some(*v);
             }
@@ -160,6 +189,11 @@ impl Worker<'_> {
                     ok = false;
                     break;
                 }
+            }
+            if ok && frame.manager == Manager::Balanced {
+                let k = self.pardo_counter;
+                self.pardo_counter += 1;
+                ok = k % workers == self.rank as u64;
             }
             if ok {
                 return Ok(true);

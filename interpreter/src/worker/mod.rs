@@ -7,7 +7,10 @@ mod eval;
 mod execute;
 mod loops;
 mod ops;
+pub(crate) mod remote;
 
+use crate::cluster::WorkerLink;
+use crate::cluster::message::{ServerStats, ToServer};
 use crate::error::{Result, RuntimeError};
 use crate::layout::Layout;
 use crate::persist::Persisted;
@@ -15,9 +18,13 @@ use crate::setup::Setup;
 use crate::specials::Registry;
 use crate::store::{Block, BlockKey, Storage};
 use loops::Frame;
+use remote::Net;
 use sial_compiler::bytecode::{ArrayKind, ArraySlot, Op, Persistent, Program};
-use std::collections::{HashMap, HashSet};
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::io::Write;
+
+pub use remote::WorkerStats;
 
 /// What a worker is given to run a program.
 pub struct Env<'a> {
@@ -27,6 +34,10 @@ pub struct Env<'a> {
     pub persisted: &'a mut Persisted,
     /// Directory for files written by specials.
     pub work_dir: std::path::PathBuf,
+    /// Bytes of fetched distributed/served blocks a worker may hold (`--worker-memory`).
+    pub worker_memory: usize,
+    /// Worker 0 collects every distributed/served block at the end (for `--dump`).
+    pub snapshot: bool,
 }
 
 pub struct Worker<'a> {
@@ -36,8 +47,15 @@ pub struct Worker<'a> {
     pub(crate) scalars: Vec<f64>,
     pub(crate) index_values: Vec<Option<i32>>,
     pub(crate) storage: Vec<Storage>,
-    /// Distributed/served blocks fetched since the last barrier.
-    pub(crate) fetched: Vec<HashSet<BlockKey>>,
+    /// The link to the servers and the other workers, with the fetched blocks of this section.
+    pub(crate) net: RefCell<Net<'a>>,
+    /// Valid pardo iterations met since the last barrier (the shared counter of §7.10).
+    pub(crate) pardo_counter: u64,
+    /// This worker's rank and the number of workers.
+    pub(crate) rank: usize,
+    pub(crate) workers: usize,
+    /// The servers' figures of the finished program (worker 0).
+    pub server_stats: Vec<ServerStats>,
     /// Temp blocks created in each open scope (innermost last); the first is the program scope.
     pub(crate) scopes: Vec<Vec<(ArraySlot, BlockKey)>>,
     pub(crate) frames: Vec<Frame>,
@@ -53,7 +71,11 @@ const MAX_CALL_DEPTH: usize = 10_000;
 
 impl<'a> Worker<'a> {
     /// Binds a program to the setup data: predefined values, segment tables, predefined arrays.
-    pub fn new(program: &'a Program, env: Env<'a>) -> Result<Worker<'a>> {
+    pub fn new(
+        program: &'a Program,
+        env: Env<'a>,
+        link: &'a mut dyn WorkerLink,
+    ) -> Result<Worker<'a>> {
         let setup = env.setup;
         let mut ints = Vec::with_capacity(program.ints.len());
         for x in &program.ints {
@@ -102,16 +124,23 @@ impl<'a> Worker<'a> {
                     Storage::Whole(block)
                 }
                 ArrayKind::ContiguousLocal => Storage::Regions(Vec::new()),
+                ArrayKind::Distributed | ArrayKind::Served => Storage::Remote,
                 _ => Storage::Blocks(HashMap::new()),
             });
         }
+        let (rank, workers) = (link.rank(), link.workers());
+        let net = RefCell::new(Net::new(link, env.worker_memory));
         Ok(Worker {
             program,
+            net,
+            pardo_counter: 0,
+            rank,
+            workers,
+            server_stats: Vec::new(),
             layout,
             ints,
             scalars,
             index_values: vec![None; program.indices.len()],
-            fetched: vec![HashSet::new(); program.arrays.len()],
             storage,
             scopes: vec![Vec::new()],
             frames: Vec::new(),
@@ -134,9 +163,39 @@ impl<'a> Worker<'a> {
                 Err(e) => return Err(e.at(&self.program.name, ins.loc.line)),
             };
         }
-        self.barrier();
-        self.save_persistent()
-            .map_err(|e| e.at(&self.program.name, 0))
+        self.finish().map_err(|e| e.at(&self.program.name, 0))
+    }
+
+    /// The end of a program (SIAL-SPEC §7.9): the implicit barrier, the final state of the
+    /// servers' arrays (for dumps), persistent objects saved, the servers told to finish.
+    fn finish(&mut self) -> Result<()> {
+        self.barrier()?;
+        if self.env.snapshot && self.rank == 0 {
+            for (a, array) in self.program.arrays.iter().enumerate() {
+                if !matches!(self.storage[a], Storage::Remote) || !array.kind.is_remote() {
+                    continue;
+                }
+                let blocks = self.net.get_mut().snapshot(a as u32)?;
+                let map = blocks
+                    .into_iter()
+                    .map(|(k, b)| (k, std::sync::Arc::unwrap_or_clone(b)))
+                    .collect();
+                self.storage[a] = Storage::Blocks(map);
+            }
+        }
+        self.save_persistent()?;
+        let net = self.net.get_mut();
+        if self.rank == 0 {
+            self.server_stats = net.end_program()?;
+        }
+        // No worker starts the next program before every server has finished this one.
+        net.link.all_gather(Vec::new())?;
+        Ok(())
+    }
+
+    /// This worker's figures.
+    pub fn stats(&self) -> WorkerStats {
+        self.net.borrow().stats
     }
 
     /// Executes one instruction; returns the next pc, or `None` at the end of the program.
@@ -182,7 +241,7 @@ impl<'a> Worker<'a> {
             Op::LoopEnd { start } => return self.loop_end(*start as usize, pc).map(Some),
             Op::Exit { start } => return self.loop_exit(*start as usize).map(Some),
             Op::SectionStart | Op::GpuOn | Op::GpuOff | Op::Gpu { .. } | Op::Create { .. } => {}
-            Op::SectionEnd | Op::Barrier { .. } => self.barrier(),
+            Op::SectionEnd | Op::Barrier { .. } => self.barrier()?,
             Op::AssignInt { target, op, value } => {
                 let v = self.eval_int(*value)?;
                 let x = &mut self.ints[target.index()];
@@ -203,42 +262,99 @@ impl<'a> Worker<'a> {
                     sial_compiler::bytecode::ScalarAssign::Mul => *x * v,
                 };
             }
-            // One worker: the sum over all workers is this worker's value.
             Op::Collective { target, value } => {
                 let v = self.eval_scalar(*value)?;
-                self.scalars[target.index()] += v;
+                let all = self.net.get_mut().link.all_gather(vec![v])?;
+                // Summed in worker-rank order: every worker gets the same bits.
+                let sum: f64 = all.iter().map(|c| c.first().copied().unwrap_or(0.0)).sum();
+                self.scalars[target.index()] += sum;
             }
-            Op::AssertSame { .. } => {}
-            Op::BroadcastFrom { root, array } => {
-                let r = self.eval_int(*root)?;
-                if r != 0 {
-                    return Err(RuntimeError::program(format!(
-                        "broadcast_from {r} {}: worker {r} does not exist (1 worker)",
-                        self.array_name(*array)
-                    )));
-                }
-            }
+            Op::AssertSame { target } => self.assert_same(*target)?,
+            Op::BroadcastFrom { root, array } => self.broadcast_from(*root, *array)?,
             _ => self.block_op(op)?,
         }
         Ok(Some(next))
     }
 
-    /// Barrier in one process: fetched copies of distributed/served blocks are dropped.
-    fn barrier(&mut self) {
-        for f in &mut self.fetched {
-            f.clear();
-        }
+    /// `sip_barrier`/`server_barrier` (SIAL-SPEC §7.6); also resets the pardo counter.
+    fn barrier(&mut self) -> Result<()> {
+        self.net.get_mut().barrier(self.line)?;
+        self.pardo_counter = 0;
+        Ok(())
     }
 
-    /// Closes the innermost scope: its temp blocks are deleted.
+    /// `assert_same x`: worker 0's value, checked against this worker's and adopted.
+    fn assert_same(&mut self, target: sial_compiler::bytecode::ScalarSlot) -> Result<()> {
+        let mine = self.scalars[target.index()];
+        let theirs = self.net.get_mut().link.broadcast(0, vec![mine])?;
+        let master = theirs.first().copied().unwrap_or(mine);
+        let close = if mine == 0.0 || master == 0.0 {
+            (mine - master).abs() < 5e-5 * f64::MIN_POSITIVE
+        } else {
+            (mine - master).abs() / (mine.abs() + master.abs()) < 5e-5
+        };
+        if !close {
+            return Err(RuntimeError::program(format!(
+                "assert_same {}: values are too far apart: worker 0 has {master}, worker {} has {mine}",
+                self.program.scalars[target.index()].name,
+                self.rank
+            )));
+        }
+        self.scalars[target.index()] = master;
+        Ok(())
+    }
+
+    /// `broadcast_from r s`: worker r's copy of the static array on every worker.
+    fn broadcast_from(
+        &mut self,
+        root: sial_compiler::bytecode::ExprId,
+        array: ArraySlot,
+    ) -> Result<()> {
+        let r = self.eval_int(root)?;
+        if r < 0 || r as usize >= self.workers {
+            return Err(RuntimeError::program(format!(
+                "broadcast_from {r} {}: worker {r} does not exist ({} worker{})",
+                self.array_name(array),
+                self.workers,
+                if self.workers == 1 { "" } else { "s" }
+            )));
+        }
+        let Storage::Whole(b) = &mut self.storage[array.index()] else {
+            return Err(RuntimeError::new(
+                "internal: broadcast_from of a non-static array",
+            ));
+        };
+        let data = std::mem::take(&mut b.data);
+        b.data = self.net.get_mut().link.broadcast(r as usize, data)?;
+        Ok(())
+    }
+
+    /// Closes the innermost scope: its temp blocks are deleted, its fetched blocks may be
+    /// evicted.
     pub(crate) fn close_scope(&mut self) {
         if let Some(scope) = self.scopes.pop() {
             for (a, key) in scope {
-                if let Storage::Blocks(map) = &mut self.storage[a.index()] {
-                    map.remove(&key);
+                match &mut self.storage[a.index()] {
+                    Storage::Blocks(map) => {
+                        map.remove(&key);
+                    }
+                    Storage::Remote => self.net.get_mut().release(a.0, key),
+                    _ => {}
                 }
             }
         }
+    }
+
+    /// Tells every server (worker 0 only: each server must get it once).
+    pub(crate) fn tell_servers(
+        &mut self,
+        msg: impl Fn(crate::cluster::message::Origin) -> ToServer,
+    ) -> Result<()> {
+        if self.rank == 0 {
+            let line = self.line;
+            self.net.get_mut().tell_all_servers(msg, line)?;
+        }
+        Ok(())
     }
 
     /// The final state: ints, scalars, storage (for dumps and tests).

@@ -2,10 +2,12 @@
 //! with the kernels of `sial-superinstructions`, and stores the result.
 
 use super::Worker;
+use crate::cluster::message::{Payload, ToServer};
 use crate::error::{Result, RuntimeError};
 use crate::store::{Block, BlockKey, Storage};
 use sial_compiler::bytecode::{BlockRef, Layout, Op, PutOp, PutValue, ScalarUpdate, Sign};
 use sial_superinstructions as k;
+use std::sync::Arc;
 
 impl Worker<'_> {
     pub(super) fn block_op(&mut self, op: &Op) -> Result<()> {
@@ -153,21 +155,18 @@ impl Worker<'_> {
             Op::AllocateRegion { region } => self.allocate_region(region),
             Op::DeallocateRegion { region } => self.deallocate_region(region),
             Op::Delete { array } => {
-                if let Storage::Blocks(map) = &mut self.storage[array.index()] {
-                    map.clear();
-                }
-                self.fetched[array.index()].clear();
-                Ok(())
+                self.net.get_mut().forget(array.0);
+                let array = array.0;
+                self.tell_servers(|from| ToServer::Delete { from, array })
             }
             Op::Get { block } => {
-                let (key, _) = self.locate(block)?;
-                if !self.block_exists(block)? {
-                    return Err(RuntimeError::program(format!(
-                        "Asking for block {}. It has not been put/prepared before !",
-                        self.block_text(block.array, &key)
-                    )));
+                let (key, shape) = self.locate(block)?;
+                let text = || self.block_text(block.array, &key);
+                let wanted = self.wanted(block.array, key, &shape, &text);
+                self.net.borrow_mut().get(&wanted, true)?;
+                if let Some(scope) = self.scopes.last_mut() {
+                    scope.push((block.array, key));
                 }
-                self.fetched[block.array.index()].insert(key);
                 Ok(())
             }
             Op::Put { dst, op, value } => self.put(dst, *op, value),
@@ -183,11 +182,31 @@ impl Worker<'_> {
                         self.array_name(*a)
                     )));
                 }
-                self.marks.push((*object, label));
+                self.marks.push((*object, label.clone()));
+                if let sial_compiler::bytecode::Persistent::Array(a) = object
+                    && let Storage::Remote = self.storage[a.index()]
+                {
+                    let array = a.0;
+                    self.tell_servers(|from| ToServer::SetPersistent {
+                        from,
+                        array,
+                        label: label.clone(),
+                    })?;
+                }
                 Ok(())
             }
             Op::RestorePersistent { object, label } => {
                 let label = self.program.strings[label.index()].clone();
+                if let sial_compiler::bytecode::Persistent::Array(a) = object
+                    && let Storage::Remote = self.storage[a.index()]
+                {
+                    let array = a.0;
+                    return self.tell_servers(|from| ToServer::RestorePersistent {
+                        from,
+                        array,
+                        label: label.clone(),
+                    });
+                }
                 self.restore(*object, &label)
             }
             other => Err(RuntimeError::new(format!(
@@ -199,6 +218,9 @@ impl Worker<'_> {
     /// A block of a block-map array by key (for the super block of a slice or insert).
     fn block_by_key(&self, r: &BlockRef, key: &BlockKey, shape: &[usize]) -> Result<Block> {
         match &self.storage[r.array.index()] {
+            Storage::Remote => Ok(Arc::unwrap_or_clone(
+                self.read_remote(r.array, *key, shape)?,
+            )),
             Storage::Blocks(map) => map.get(key).cloned().ok_or_else(|| {
                 RuntimeError::program(format!(
                     "Attempting to read non-existent block {}",
@@ -222,6 +244,9 @@ impl Worker<'_> {
     }
 
     fn store_by_key(&mut self, r: &BlockRef, key: BlockKey, block: Block) -> Result<()> {
+        if let Storage::Remote = self.storage[r.array.index()] {
+            return Err(self.remote_write_error(r));
+        }
         let dims = self.program.arrays[r.array.index()].dims.clone();
         let origin: Vec<usize> = dims
             .iter()
@@ -315,68 +340,28 @@ impl Worker<'_> {
         }
     }
 
-    /// `put`/`prepare` in one process: the array's own block map plays the server.
+    /// `put`/`prepare`: the value goes to the block's server; the source may change right
+    /// after.
     fn put(&mut self, dst: &BlockRef, op: PutOp, value: &PutValue) -> Result<()> {
         let (key, shape) = self.locate(dst)?;
-        let text = self.block_text(dst.array, &key);
-        let incoming = match value {
-            PutValue::Block(src) => Incoming::Block(self.read_block(src)?.into_owned()),
-            PutValue::Scalar(e) => Incoming::Scalar(self.eval_scalar(*e)?),
+        let payload = match value {
+            PutValue::Block(src) => Payload::Block(self.read_block(src)?.into_owned().data),
+            PutValue::Scalar(e) => Payload::Scalar(self.eval_scalar(*e)?),
         };
-        let served = self.program.arrays[dst.array.index()].kind
-            == sial_compiler::bytecode::ArrayKind::Served;
-        let (stmt, done) = if served {
-            ("prepare", "prepared")
-        } else {
-            ("put", "put")
+        let text = || self.block_text(dst.array, &key);
+        let wanted = self.wanted(dst.array, key, &shape, &text);
+        let from = self.net.borrow().origin(self.line);
+        let (owner, array) = (wanted.owner, wanted.array);
+        let msg = ToServer::Put {
+            from,
+            array,
+            key,
+            shape,
+            op,
+            payload,
         };
-        let Storage::Blocks(map) = &mut self.storage[dst.array.index()] else {
-            return Err(RuntimeError::new(
-                "internal: put to an array without blocks",
-            ));
-        };
-        match (op, incoming) {
-            (PutOp::Replace, Incoming::Block(b)) => {
-                map.insert(
-                    key,
-                    Block {
-                        shape,
-                        data: b.data,
-                    },
-                );
-            }
-            (PutOp::Accumulate, Incoming::Block(b)) => {
-                let target = map.entry(key).or_insert_with(|| Block::zeros(shape));
-                k::axpy(&mut target.data, 1.0, &b.data)?;
-            }
-            (PutOp::Replace, Incoming::Scalar(v)) => {
-                let mut b = Block::zeros(shape);
-                k::fill(&mut b.data, v);
-                map.insert(key, b);
-            }
-            (PutOp::Accumulate, Incoming::Scalar(v)) => {
-                let target = map.entry(key).or_insert_with(|| Block::zeros(shape));
-                k::add_scalar(&mut target.data, v);
-            }
-            (PutOp::Scale, Incoming::Scalar(v)) => match map.get_mut(&key) {
-                Some(target) => k::scale(&mut target.data, v),
-                None => {
-                    return Err(RuntimeError::program(format!(
-                        "Attempting to update non-existent block {text} ({stmt} *= needs a block that was {done} before)"
-                    )));
-                }
-            },
-            (PutOp::Scale, Incoming::Block(_)) => {
-                return Err(RuntimeError::new("internal: put *= with a block"));
-            }
-        }
-        Ok(())
+        self.net.get_mut().put(owner, msg, array, key)
     }
-}
-
-enum Incoming {
-    Block(Block),
-    Scalar(f64),
 }
 
 /// `d = s` or `d += alpha * s` with `s` laid out onto `d` by index name.

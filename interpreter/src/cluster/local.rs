@@ -1,0 +1,186 @@
+//! The thread transport: every rank is a thread of one process; requests and replies travel
+//! over crossbeam channels, block data is shared (`Arc`) rather than copied. The embedded
+//! default of `sial run --workers W --servers S`.
+
+use super::message::{ToServer, ToWorker};
+use super::{Abort, ServerLink, WorkerLink};
+use crate::error::Result;
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, unbounded};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+/// How often a waiting rank looks at the abort flag.
+const POLL: Duration = Duration::from_millis(20);
+
+struct Fabric {
+    to_servers: Vec<Sender<ToServer>>,
+    to_workers: Vec<Sender<ToWorker>>,
+    gather: Rendezvous,
+    abort: Arc<Abort>,
+}
+
+pub struct LocalWorker {
+    rank: usize,
+    fabric: Arc<Fabric>,
+    inbox: Receiver<ToWorker>,
+}
+
+pub struct LocalServer {
+    rank: usize,
+    fabric: Arc<Fabric>,
+    inbox: Receiver<ToServer>,
+}
+
+/// Links for `workers` worker threads and `servers` server threads sharing `abort`.
+pub fn fabric(
+    workers: usize,
+    servers: usize,
+    abort: Arc<Abort>,
+) -> (Vec<LocalWorker>, Vec<LocalServer>) {
+    let (ws, wr): (Vec<_>, Vec<_>) = (0..workers).map(|_| unbounded()).unzip();
+    let (ss, sr): (Vec<_>, Vec<_>) = (0..servers).map(|_| unbounded()).unzip();
+    let fabric = Arc::new(Fabric {
+        to_servers: ss,
+        to_workers: ws,
+        gather: Rendezvous::new(workers),
+        abort,
+    });
+    let w = wr
+        .into_iter()
+        .enumerate()
+        .map(|(rank, inbox)| LocalWorker {
+            rank,
+            fabric: Arc::clone(&fabric),
+            inbox,
+        })
+        .collect();
+    let s = sr
+        .into_iter()
+        .enumerate()
+        .map(|(rank, inbox)| LocalServer {
+            rank,
+            fabric: Arc::clone(&fabric),
+            inbox,
+        })
+        .collect();
+    (w, s)
+}
+
+fn receive<T>(inbox: &Receiver<T>, abort: &Abort) -> Result<T> {
+    loop {
+        match inbox.recv_timeout(POLL) {
+            Ok(m) => return Ok(m),
+            Err(RecvTimeoutError::Timeout) if !abort.raised() => {}
+            Err(_) => return Err(Abort::stopped()),
+        }
+    }
+}
+
+impl WorkerLink for LocalWorker {
+    fn rank(&self) -> usize {
+        self.rank
+    }
+    fn workers(&self) -> usize {
+        self.fabric.to_workers.len()
+    }
+    fn servers(&self) -> usize {
+        self.fabric.to_servers.len()
+    }
+    fn send(&mut self, server: usize, msg: ToServer) -> Result<()> {
+        self.fabric.to_servers[server]
+            .send(msg)
+            .map_err(|_| Abort::stopped())
+    }
+    fn recv(&mut self) -> Result<ToWorker> {
+        receive(&self.inbox, &self.fabric.abort)
+    }
+    fn all_gather(&mut self, data: Vec<f64>) -> Result<Vec<Vec<f64>>> {
+        let all = self
+            .fabric
+            .gather
+            .meet(self.rank, data, &self.fabric.abort)?;
+        Ok(all.as_ref().clone())
+    }
+    fn broadcast(&mut self, root: usize, data: Vec<f64>) -> Result<Vec<f64>> {
+        let mine = if self.rank == root { data } else { Vec::new() };
+        let all = self
+            .fabric
+            .gather
+            .meet(self.rank, mine, &self.fabric.abort)?;
+        Ok(all.get(root).cloned().unwrap_or_default())
+    }
+    fn aborted(&self) -> bool {
+        self.fabric.abort.raised()
+    }
+}
+
+impl ServerLink for LocalServer {
+    fn rank(&self) -> usize {
+        self.rank
+    }
+    fn servers(&self) -> usize {
+        self.fabric.to_servers.len()
+    }
+    fn recv(&mut self) -> Result<ToServer> {
+        receive(&self.inbox, &self.fabric.abort)
+    }
+    fn send(&mut self, worker: usize, msg: ToWorker) -> Result<()> {
+        self.fabric.to_workers[worker]
+            .send(msg)
+            .map_err(|_| Abort::stopped())
+    }
+}
+
+/// All workers meet, each with a contribution; each leaves with all of them.
+struct Rendezvous {
+    state: Mutex<Round>,
+    turned: Condvar,
+}
+
+struct Round {
+    generation: u64,
+    arrived: usize,
+    slots: Vec<Vec<f64>>,
+    last: Arc<Vec<Vec<f64>>>,
+}
+
+impl Rendezvous {
+    fn new(workers: usize) -> Rendezvous {
+        Rendezvous {
+            state: Mutex::new(Round {
+                generation: 0,
+                arrived: 0,
+                slots: vec![Vec::new(); workers],
+                last: Arc::new(Vec::new()),
+            }),
+            turned: Condvar::new(),
+        }
+    }
+
+    fn meet(&self, rank: usize, data: Vec<f64>, abort: &Abort) -> Result<Arc<Vec<Vec<f64>>>> {
+        let mut round = self.state.lock().map_err(|_| Abort::stopped())?;
+        let generation = round.generation;
+        round.slots[rank] = data;
+        round.arrived += 1;
+        if round.arrived == round.slots.len() {
+            let n = round.slots.len();
+            let all = std::mem::replace(&mut round.slots, vec![Vec::new(); n]);
+            round.last = Arc::new(all);
+            round.arrived = 0;
+            round.generation += 1;
+            self.turned.notify_all();
+            return Ok(Arc::clone(&round.last));
+        }
+        while round.generation == generation {
+            if abort.raised() {
+                return Err(Abort::stopped());
+            }
+            round = self
+                .turned
+                .wait_timeout(round, POLL)
+                .map_err(|_| Abort::stopped())?
+                .0;
+        }
+        Ok(Arc::clone(&round.last))
+    }
+}

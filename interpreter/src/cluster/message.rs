@@ -1,0 +1,131 @@
+//! The worker–server protocol (SIAL-SPEC §7.5). Every request carries the worker's rank, its
+//! section number (barriers passed) and the source line of the instruction, so that a server
+//! can check consistency (§7.7) and name the line in its messages.
+
+use crate::store::{Block, BlockKey};
+use sial_compiler::bytecode::PutOp;
+use std::sync::Arc;
+
+/// What a put sends: a whole block, or one value for the scalar forms.
+#[derive(Debug, Clone)]
+pub enum Payload {
+    Block(Vec<f64>),
+    Scalar(f64),
+}
+
+/// Which request of a worker: rank, section, source line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Origin {
+    pub worker: u32,
+    pub section: u32,
+    pub line: u32,
+}
+
+#[derive(Debug, Clone)]
+pub enum ToServer {
+    /// `get`/`request`: reply with the block.
+    Get {
+        from: Origin,
+        array: u32,
+        key: BlockKey,
+    },
+    /// `put`/`prepare` in any form; `shape` creates the block when absent.
+    Put {
+        from: Origin,
+        array: u32,
+        key: BlockKey,
+        shape: Vec<usize>,
+        op: PutOp,
+        payload: Payload,
+    },
+    /// `delete`/`destroy`: drop every block of the array.
+    Delete { from: Origin, array: u32 },
+    /// Reply `Synced` once every earlier request of this worker has been applied.
+    Sync { from: Origin },
+    /// Save the array under the label at the end of the program.
+    SetPersistent {
+        from: Origin,
+        array: u32,
+        label: String,
+    },
+    /// Replace the array's blocks with those saved under the label.
+    RestorePersistent {
+        from: Origin,
+        array: u32,
+        label: String,
+    },
+    /// Reply with every block of the array (for `--dump`).
+    Snapshot { from: Origin, array: u32 },
+    /// The program is over: save what was marked, reply `Ended` with the statistics.
+    EndProgram { from: Origin },
+}
+
+impl ToServer {
+    pub fn origin(&self) -> Origin {
+        match self {
+            ToServer::Get { from, .. }
+            | ToServer::Put { from, .. }
+            | ToServer::Delete { from, .. }
+            | ToServer::Sync { from }
+            | ToServer::SetPersistent { from, .. }
+            | ToServer::RestorePersistent { from, .. }
+            | ToServer::Snapshot { from, .. }
+            | ToServer::EndProgram { from } => *from,
+        }
+    }
+
+    /// Bytes of block data the message carries.
+    pub fn payload_bytes(&self) -> usize {
+        match self {
+            ToServer::Put {
+                payload: Payload::Block(d),
+                ..
+            } => d.len() * 8,
+            _ => 0,
+        }
+    }
+}
+
+/// Figures a server reports at the end of a program.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct ServerStats {
+    pub messages: u64,
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+    pub blocks_held_peak: u64,
+    pub bytes_held_peak: u64,
+    pub busy_seconds: f64,
+}
+
+#[derive(Debug, Clone)]
+pub enum ToWorker {
+    /// The reply to a `Get` of section `section`.
+    Block {
+        array: u32,
+        key: BlockKey,
+        section: u32,
+        block: Arc<Block>,
+    },
+    Synced {
+        server: u32,
+    },
+    Snapshot {
+        server: u32,
+        array: u32,
+        blocks: Vec<(BlockKey, Arc<Block>)>,
+    },
+    Ended {
+        server: u32,
+        stats: ServerStats,
+    },
+}
+
+impl ToWorker {
+    pub fn payload_bytes(&self) -> usize {
+        match self {
+            ToWorker::Block { block, .. } => block.data.len() * 8,
+            ToWorker::Snapshot { blocks, .. } => blocks.iter().map(|(_, b)| b.data.len() * 8).sum(),
+            _ => 0,
+        }
+    }
+}

@@ -1,0 +1,103 @@
+//! Everything that crosses ranks (SIAL-SPEC §7.2–§7.6; DESIGN.md §3 "Transports"): the messages
+//! of the worker–server protocol, the rank layout, and the links a worker and a server talk
+//! through. Transports implement the links: [`solo`] (one worker, the server inside it),
+//! [`local`] (ranks are threads) and, with the `mpi` feature, `mpi` (ranks are processes).
+
+pub mod abort;
+pub mod local;
+pub mod message;
+pub mod solo;
+
+pub use abort::Abort;
+pub use message::{Payload, ToServer, ToWorker};
+
+use crate::error::Result;
+
+/// A worker's connection to the servers and to the other workers.
+pub trait WorkerLink {
+    /// This worker's rank among the workers (0-based).
+    fn rank(&self) -> usize;
+    fn workers(&self) -> usize;
+    fn servers(&self) -> usize;
+    /// Sends a request to server `server` (0-based among the servers).
+    fn send(&mut self, server: usize, msg: ToServer) -> Result<()>;
+    /// The next reply from any server; waits for it. Fails when the job is aborted.
+    fn recv(&mut self) -> Result<ToWorker>;
+    /// Every worker contributes `data`; each receives all contributions in worker-rank order.
+    /// Also the barrier among workers (with empty contributions).
+    fn all_gather(&mut self, data: Vec<f64>) -> Result<Vec<Vec<f64>>>;
+    /// Worker `root`'s `data` on every worker.
+    fn broadcast(&mut self, root: usize, data: Vec<f64>) -> Result<Vec<f64>>;
+    /// True when another rank has failed and this one should stop.
+    fn aborted(&self) -> bool;
+}
+
+/// A server's connection to the workers.
+pub trait ServerLink {
+    /// This server's rank among the servers (0-based).
+    fn rank(&self) -> usize;
+    fn servers(&self) -> usize;
+    /// The next request from any worker; waits for it. Fails when the job is aborted.
+    fn recv(&mut self) -> Result<ToServer>;
+    fn send(&mut self, worker: usize, msg: ToWorker) -> Result<()>;
+}
+
+/// Default split of P ranks (SIAL-SPEC §7.2): S = P/3 for P >= 3, else 1; W = P - S.
+pub fn default_split(ranks: usize) -> (usize, usize) {
+    let servers = if ranks >= 3 { ranks / 3 } else { 1 };
+    (ranks.saturating_sub(servers), servers)
+}
+
+/// Role of each global rank (SIAL-SPEC §7.2): groups of workers followed by a server (W >= S),
+/// or a worker followed by servers (S > W). `true` = server.
+pub fn layout(workers: usize, servers: usize) -> Vec<bool> {
+    let mut roles = Vec::with_capacity(workers + servers);
+    if servers == 0 {
+        roles.resize(workers, false);
+        return roles;
+    }
+    if workers >= servers {
+        for g in 0..servers {
+            let n = workers / servers + usize::from(g < workers % servers);
+            roles.extend(std::iter::repeat_n(false, n));
+            roles.push(true);
+        }
+    } else {
+        for g in 0..workers {
+            roles.push(false);
+            let n = servers / workers + usize::from(g < servers % workers);
+            roles.extend(std::iter::repeat_n(true, n));
+        }
+    }
+    roles
+}
+
+/// Server owning a block: block number mod S (SIAL-SPEC §7.4).
+pub fn owner(block_number: u64, servers: usize) -> usize {
+    (block_number % servers.max(1) as u64) as usize
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn split_and_layout_follow_the_spec() {
+        assert_eq!(default_split(1), (0, 1));
+        assert_eq!(default_split(2), (1, 1));
+        assert_eq!(default_split(9), (6, 3));
+        let w = false;
+        let s = true;
+        assert_eq!(layout(6, 3), vec![w, w, s, w, w, s, w, w, s]);
+        assert_eq!(layout(3, 2), vec![w, w, s, w, s]);
+        assert_eq!(layout(1, 3), vec![w, s, s, s]);
+        assert_eq!(layout(2, 3), vec![w, s, s, w, s]);
+        assert_eq!(layout(2, 0), vec![w, w]);
+    }
+
+    #[test]
+    fn owner_is_block_number_mod_servers() {
+        assert_eq!(owner(7, 3), 1);
+        assert_eq!(owner(7, 1), 0);
+    }
+}

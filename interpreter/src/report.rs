@@ -1,0 +1,122 @@
+//! The end-of-run summary (stderr, one screen) and the `--stats` JSON (format `sial-stats/1`,
+//! documented in docs/stats-format.md).
+
+use crate::job::Report;
+use serde_json::{Value, json};
+
+fn mib(bytes: u64) -> f64 {
+    bytes as f64 / (1024.0 * 1024.0)
+}
+
+/// The summary printed at the end of a run.
+pub fn summary(r: &Report) -> String {
+    let wall = r.wall.as_secs_f64();
+    let mut s = format!(
+        "sial: {:.3} s wall, {} worker{}, {} server{}\n",
+        wall,
+        r.workers.len(),
+        if r.workers.len() == 1 { "" } else { "s" },
+        r.servers.len(),
+        if r.servers.len() == 1 { "" } else { "s" },
+    );
+    s.push_str("  worker  compute s  wait-blocks s  barrier s   msgs out    MiB out    MiB in  fetched  cached-hits  evicted\n");
+    for (i, w) in r.workers.iter().enumerate() {
+        let wait = w.wait_blocks.as_secs_f64();
+        let barrier = w.barrier.as_secs_f64();
+        s.push_str(&format!(
+            "  {:>6}  {:>9.3}  {:>13.3}  {:>9.3}  {:>9}  {:>9.2}  {:>8.2}  {:>7}  {:>11}  {:>7}\n",
+            i,
+            (wall - wait - barrier).max(0.0),
+            wait,
+            barrier,
+            w.messages_sent,
+            mib(w.bytes_sent),
+            mib(w.bytes_received),
+            w.blocks_fetched,
+            w.get_hits,
+            w.blocks_evicted,
+        ));
+    }
+    if !r.servers.is_empty() {
+        s.push_str("  server     busy s   requests     MiB in    MiB out  peak blocks  peak MiB\n");
+        for (i, v) in r.servers.iter().enumerate() {
+            s.push_str(&format!(
+                "  {:>6}  {:>9.3}  {:>9}  {:>9.2}  {:>9.2}  {:>11}  {:>8.2}\n",
+                i,
+                v.busy_seconds,
+                v.messages,
+                mib(v.bytes_in),
+                mib(v.bytes_out),
+                v.blocks_held_peak,
+                mib(v.bytes_held_peak),
+            ));
+        }
+    }
+    s
+}
+
+/// The `--stats` document: per rank and totals.
+pub fn stats_json(r: &Report) -> Value {
+    let wall = r.wall.as_secs_f64();
+    let workers: Vec<Value> = r
+        .workers
+        .iter()
+        .enumerate()
+        .map(|(i, w)| {
+            let wait = w.wait_blocks.as_secs_f64();
+            let barrier = w.barrier.as_secs_f64();
+            json!({
+                "rank": i,
+                "compute_seconds": (wall - wait - barrier).max(0.0),
+                "wait_seconds": wait,
+                "barrier_seconds": barrier,
+                "barriers": w.barriers,
+                "messages_sent": w.messages_sent,
+                "messages_received": w.messages_received,
+                "bytes_sent": w.bytes_sent,
+                "bytes_received": w.bytes_received,
+                "gets": w.gets,
+                "get_hits": w.get_hits,
+                "puts": w.puts,
+                "blocks_fetched": w.blocks_fetched,
+                "blocks_evicted": w.blocks_evicted,
+                "blocks_refetched": w.refetched,
+                "cache_peak_bytes": w.cache_peak_bytes,
+            })
+        })
+        .collect();
+    let servers: Vec<Value> = r
+        .servers
+        .iter()
+        .enumerate()
+        .map(|(i, v)| {
+            json!({
+                "rank": i,
+                "busy_seconds": v.busy_seconds,
+                "requests": v.messages,
+                "bytes_received": v.bytes_in,
+                "bytes_sent": v.bytes_out,
+                "peak_blocks": v.blocks_held_peak,
+                "peak_bytes": v.bytes_held_peak,
+            })
+        })
+        .collect();
+    let sum =
+        |f: &dyn Fn(&crate::worker::WorkerStats) -> u64| -> u64 { r.workers.iter().map(f).sum() };
+    json!({
+        "format": "sial-stats/1",
+        "wall_seconds": wall,
+        "workers": workers,
+        "servers": servers,
+        "totals": {
+            "workers": r.workers.len(),
+            "servers": r.servers.len(),
+            "wait_seconds": r.workers.iter().map(|w| w.wait_blocks.as_secs_f64()).sum::<f64>(),
+            "barrier_seconds": r.workers.iter().map(|w| w.barrier.as_secs_f64()).sum::<f64>(),
+            "messages": sum(&|w| w.messages_sent + w.messages_received),
+            "bytes": sum(&|w| w.bytes_sent + w.bytes_received),
+            "blocks_fetched": sum(&|w| w.blocks_fetched),
+            "blocks_evicted": sum(&|w| w.blocks_evicted),
+        }
+    })
+}

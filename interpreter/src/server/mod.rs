@@ -1,0 +1,357 @@
+//! A server (SIAL-SPEC §7.4–§7.9): holds the blocks of distributed and served arrays that it
+//! owns, applies puts in arrival order, answers gets, checks consistency per section, and keeps
+//! persistent arrays between the programs of a job.
+
+pub mod race;
+
+use crate::cluster::message::{Origin, Payload, ServerStats, ToServer, ToWorker};
+use crate::error::{Result, RuntimeError};
+use crate::store::{Block, BlockKey, block_text};
+use race::{Access, Mode};
+use sial_compiler::bytecode::{ArrayKind, Program, PutOp};
+use sial_superinstructions as k;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Arrays a server saved with `set_persistent`, by label: the blocks it owns. Lives for the
+/// whole job.
+pub type Saved = HashMap<String, HashMap<BlockKey, Arc<Block>>>;
+
+struct Held {
+    block: Arc<Block>,
+    mode: Mode,
+    /// Section in which `mode` was set.
+    section: u32,
+}
+
+/// What the server loop does after a request.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Flow {
+    Continue,
+    /// The program ended (after `EndProgram`).
+    End,
+}
+
+pub struct Server<'p> {
+    program: &'p Program,
+    rank: usize,
+    arrays: Vec<HashMap<BlockKey, Held>>,
+    section: u32,
+    marks: Vec<(u32, String)>,
+    bytes_held: u64,
+    blocks_held: u64,
+    stats: ServerStats,
+}
+
+impl<'p> Server<'p> {
+    pub fn new(program: &'p Program, rank: usize) -> Server<'p> {
+        Server {
+            program,
+            rank,
+            arrays: program.arrays.iter().map(|_| HashMap::new()).collect(),
+            section: 0,
+            marks: Vec::new(),
+            bytes_held: 0,
+            blocks_held: 0,
+            stats: ServerStats::default(),
+        }
+    }
+
+    /// Applies one request; `reply(worker, message)` sends the answers.
+    pub fn handle(
+        &mut self,
+        msg: ToServer,
+        saved: &mut Saved,
+        reply: &mut dyn FnMut(usize, ToWorker) -> Result<()>,
+    ) -> Result<Flow> {
+        let started = Instant::now();
+        let from = msg.origin();
+        self.stats.messages += 1;
+        self.stats.bytes_in += msg.payload_bytes() as u64;
+        if from.section < self.section {
+            return Err(self.error(
+                from,
+                "Section number invariant violated. Received request from an older section !"
+                    .into(),
+            ));
+        }
+        self.section = from.section;
+        let mut flow = Flow::Continue;
+        match msg {
+            ToServer::Get { from, array, key } => {
+                let block = self.get(from, array, &key)?;
+                let m = ToWorker::Block {
+                    array,
+                    key,
+                    section: from.section,
+                    block,
+                };
+                self.stats.bytes_out += m.payload_bytes() as u64;
+                reply(from.worker as usize, m)?;
+            }
+            ToServer::Put {
+                from,
+                array,
+                key,
+                shape,
+                op,
+                payload,
+            } => self.put(from, array, key, shape, op, payload)?,
+            ToServer::Delete { array, .. } => {
+                for (_, h) in self.arrays[array as usize].drain() {
+                    self.bytes_held -= bytes(&h.block);
+                    self.blocks_held -= 1;
+                }
+            }
+            ToServer::Sync { from } => reply(
+                from.worker as usize,
+                ToWorker::Synced {
+                    server: self.rank as u32,
+                },
+            )?,
+            ToServer::SetPersistent { array, label, .. } => self.marks.push((array, label)),
+            ToServer::RestorePersistent {
+                from, array, label, ..
+            } => self.restore(from, array, &label, saved)?,
+            ToServer::Snapshot { from, array } => {
+                let blocks: Vec<(BlockKey, Arc<Block>)> = self.arrays[array as usize]
+                    .iter()
+                    .map(|(k, h)| (*k, Arc::clone(&h.block)))
+                    .collect();
+                let m = ToWorker::Snapshot {
+                    server: self.rank as u32,
+                    array,
+                    blocks,
+                };
+                self.stats.bytes_out += m.payload_bytes() as u64;
+                reply(from.worker as usize, m)?;
+            }
+            ToServer::EndProgram { from } => {
+                for (array, label) in std::mem::take(&mut self.marks) {
+                    let blocks = self.arrays[array as usize]
+                        .iter()
+                        .map(|(k, h)| (*k, Arc::clone(&h.block)))
+                        .collect();
+                    if saved.insert(label.clone(), blocks).is_some() && self.rank == 0 {
+                        eprintln!(
+                            "WARNING:  Label {label} already used for a persistent object. Overwriting previously saved object in {}",
+                            self.program.name
+                        );
+                    }
+                }
+                self.stats.busy_seconds += started.elapsed().as_secs_f64();
+                reply(
+                    from.worker as usize,
+                    ToWorker::Ended {
+                        server: self.rank as u32,
+                        stats: self.stats,
+                    },
+                )?;
+                flow = Flow::End;
+            }
+        }
+        self.stats.busy_seconds += started.elapsed().as_secs_f64();
+        Ok(flow)
+    }
+
+    fn error(&self, from: Origin, message: String) -> RuntimeError {
+        RuntimeError::program(message).at(&self.program.name, from.line)
+    }
+
+    fn text(&self, array: u32, key: &BlockKey) -> String {
+        block_text(self.program, array as usize, key)
+    }
+
+    /// Moves a block's consistency state; a race is an error naming both workers.
+    fn touch(&mut self, from: Origin, array: u32, key: &BlockKey, access: Access) -> Result<()> {
+        let section = from.section;
+        let Some(h) = self.arrays[array as usize].get_mut(key) else {
+            return Ok(());
+        };
+        let mode = if h.section == section {
+            h.mode
+        } else {
+            Mode::None
+        };
+        match mode.next(access, from.worker) {
+            Ok(m) => {
+                h.mode = m;
+                h.section = section;
+                Ok(())
+            }
+            Err(other) => {
+                let others = match other {
+                    Some(w) => format!("worker {w}"),
+                    None => "several workers".to_string(),
+                };
+                let text = self.text(array, key);
+                let w = from.worker;
+                let message = match access {
+                    Access::Read => format!(
+                        "Data race at server for block {text} from worker {w} (read; {others} wrote or accumulated it in this section).  Probably a missing sip_barrier"
+                    ),
+                    Access::Write => format!(
+                        "Incorrect PUT block semantics (data race) for {text} from worker {w} ({others} also used it in this section).  Probably a missing sip_barrier"
+                    ),
+                    Access::Accumulate => format!(
+                        "Incorrect PUT_ACCUMULATE block semantics (data race) for {text} from worker {w} ({others} read or replaced it in this section).  Probably a missing sip_barrier"
+                    ),
+                };
+                Err(self.error(from, message))
+            }
+        }
+    }
+
+    fn get(&mut self, from: Origin, array: u32, key: &BlockKey) -> Result<Arc<Block>> {
+        if !self.arrays[array as usize].contains_key(key) {
+            let text = self.text(array, key);
+            return Err(self.error(
+                from,
+                format!("Asking for block {text}. It has not been put/prepared before !"),
+            ));
+        }
+        self.touch(from, array, key, Access::Read)?;
+        let h = &self.arrays[array as usize][key];
+        Ok(Arc::clone(&h.block))
+    }
+
+    fn put(
+        &mut self,
+        from: Origin,
+        array: u32,
+        key: BlockKey,
+        shape: Vec<usize>,
+        op: PutOp,
+        payload: Payload,
+    ) -> Result<()> {
+        let access = match op {
+            PutOp::Accumulate => Access::Accumulate,
+            PutOp::Replace | PutOp::Scale => Access::Write,
+        };
+        let size: usize = shape.iter().product();
+        if let Payload::Block(d) = &payload
+            && d.len() != size
+        {
+            return Err(self.error(
+                from,
+                format!(
+                    "put to {}: {} values sent for a block of {size}",
+                    self.text(array, &key),
+                    d.len()
+                ),
+            ));
+        }
+        if op == PutOp::Scale && !self.arrays[array as usize].contains_key(&key) {
+            let served = self.program.arrays[array as usize].kind == ArrayKind::Served;
+            let (stmt, done) = if served {
+                ("prepare", "prepared")
+            } else {
+                ("put", "put")
+            };
+            let text = self.text(array, &key);
+            return Err(self.error(
+                from,
+                format!("Attempting to update non-existent block {text} ({stmt} *= needs a block that was {done} before)"),
+            ));
+        }
+        self.touch(from, array, &key, access)?;
+        let map = &mut self.arrays[array as usize];
+        let h = map.entry(key).or_insert_with(|| {
+            self.blocks_held += 1;
+            self.bytes_held += (size * 8) as u64;
+            Held {
+                block: Arc::new(Block::zeros(shape.clone())),
+                mode: Mode::None,
+                section: from.section,
+            }
+        });
+        if h.section != from.section || h.mode == Mode::None {
+            h.mode = match access {
+                Access::Write => Mode::Write(from.worker),
+                Access::Accumulate => Mode::Acc(from.worker),
+                Access::Read => Mode::Read(from.worker),
+            };
+            h.section = from.section;
+        }
+        match (op, payload) {
+            (PutOp::Replace, Payload::Block(data)) => h.block = Arc::new(Block { shape, data }),
+            (PutOp::Replace, Payload::Scalar(v)) => {
+                let mut b = Block::zeros(shape);
+                k::fill(&mut b.data, v);
+                h.block = Arc::new(b);
+            }
+            (PutOp::Accumulate, Payload::Block(data)) => {
+                k::axpy(&mut Arc::make_mut(&mut h.block).data, 1.0, &data)?
+            }
+            (PutOp::Accumulate, Payload::Scalar(v)) => {
+                k::add_scalar(&mut Arc::make_mut(&mut h.block).data, v)
+            }
+            (PutOp::Scale, Payload::Scalar(v)) => {
+                k::scale(&mut Arc::make_mut(&mut h.block).data, v)
+            }
+            (PutOp::Scale, Payload::Block(_)) => {
+                return Err(RuntimeError::new("internal: put *= with a block"));
+            }
+        }
+        self.stats.blocks_held_peak = self.stats.blocks_held_peak.max(self.blocks_held);
+        self.stats.bytes_held_peak = self.stats.bytes_held_peak.max(self.bytes_held);
+        Ok(())
+    }
+
+    fn restore(&mut self, from: Origin, array: u32, label: &str, saved: &Saved) -> Result<()> {
+        let Some(blocks) = saved.get(label) else {
+            return Err(self.error(
+                from,
+                format!("no persistent object \"{label}\": nothing was saved under this label by an earlier program of the job"),
+            ));
+        };
+        let map = &mut self.arrays[array as usize];
+        for (_, h) in map.drain() {
+            self.bytes_held -= bytes(&h.block);
+            self.blocks_held -= 1;
+        }
+        for (key, block) in blocks {
+            self.bytes_held += bytes(block);
+            self.blocks_held += 1;
+            map.insert(
+                *key,
+                Held {
+                    block: Arc::clone(block),
+                    mode: Mode::None,
+                    section: from.section,
+                },
+            );
+        }
+        self.stats.blocks_held_peak = self.stats.blocks_held_peak.max(self.blocks_held);
+        self.stats.bytes_held_peak = self.stats.bytes_held_peak.max(self.bytes_held);
+        Ok(())
+    }
+}
+
+fn bytes(b: &Block) -> u64 {
+    (b.data.len() * 8) as u64
+}
+
+/// Runs a server for one program: requests until `EndProgram` from every worker that sends it.
+pub fn serve(
+    program: &Program,
+    link: &mut dyn crate::cluster::ServerLink,
+    saved: &mut Saved,
+) -> Result<ServerStats> {
+    let mut server = Server::new(program, link.rank());
+    loop {
+        let msg = link.recv()?;
+        let mut replies = Vec::new();
+        let flow = server.handle(msg, saved, &mut |w, m| {
+            replies.push((w, m));
+            Ok(())
+        })?;
+        for (w, m) in replies {
+            link.send(w, m)?;
+        }
+        if flow == Flow::End {
+            return Ok(server.stats);
+        }
+    }
+}

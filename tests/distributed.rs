@@ -1,0 +1,270 @@
+//! Every program of `programs/` gives the same `--dump` in one process (`--workers 1 --servers
+//! 0`) and with W workers and S servers as threads: exactly equal where the arithmetic is
+//! done in the same order, within 1e-12 relative where sums are accumulated in another order.
+//! Values a program declares `# per-worker:` (partial sums of one worker before a collective,
+//! local arrays filled in a pardo) are worker 0's share and are not compared. Each run also
+//! checks the program's `# expect:` values and `# expect-error:` messages. When
+//! `SIAL_MPIRUN` names an mpirun and the binary was built with `--features mpi`, the same
+//! comparisons run under `mpirun -n 2, 3, 5`.
+
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+#[derive(Default, Clone)]
+struct Target {
+    /// Program or job path relative to the root.
+    path: PathBuf,
+    per_worker: BTreeSet<String>,
+    expect: Vec<(String, String, f64)>,
+    error: Option<String>,
+}
+
+fn header_of(file: &Path) -> (Option<String>, Target) {
+    let text = std::fs::read_to_string(file).expect("read program");
+    let mut t = Target::default();
+    let mut job = None;
+    let name = file
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or_default()
+        .to_string();
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("# per-worker: ") {
+            t.per_worker
+                .extend(rest.split_whitespace().map(str::to_string));
+        } else if let Some(rest) = line.strip_prefix("# expect: ") {
+            let (var, value) = rest.split_once('=').expect("NAME = VALUE");
+            t.expect.push((
+                name.clone(),
+                var.trim().to_string(),
+                value.trim().parse().expect("value"),
+            ));
+        } else if let Some(rest) = line.strip_prefix("# expect-error: ") {
+            t.error = Some(rest.to_string());
+        } else if let Some(rest) = line.strip_prefix("# job: ") {
+            job = rest.split_whitespace().next().map(str::to_string);
+        }
+    }
+    (job, t)
+}
+
+/// Programs, and jobs (their members merged), of `programs/`.
+fn targets() -> Vec<Target> {
+    let mut files = Vec::new();
+    collect(&root().join("programs"), &mut files);
+    files.sort();
+    let mut out = Vec::new();
+    let mut jobs: BTreeMap<PathBuf, Target> = BTreeMap::new();
+    for f in files {
+        let rel = f.strip_prefix(root()).expect("under root").to_path_buf();
+        let (job, mut t) = header_of(&f);
+        match job {
+            Some(j) => {
+                let path = rel.parent().expect("dir").join(j);
+                let e = jobs.entry(path.clone()).or_insert_with(|| Target {
+                    path,
+                    ..Target::default()
+                });
+                e.per_worker.append(&mut t.per_worker);
+                e.expect.append(&mut t.expect);
+            }
+            None => {
+                t.path = rel;
+                out.push(t);
+            }
+        }
+    }
+    out.extend(jobs.into_values());
+    out
+}
+
+fn collect(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).expect("read programs/").flatten() {
+        let path = entry.path();
+        if path.is_dir() && path.file_name().is_some_and(|n| n != "lib") {
+            collect(&path, out);
+        } else if path.extension().is_some_and(|x| x == "sial") {
+            out.push(path);
+        }
+    }
+}
+
+struct Outcome {
+    ok: bool,
+    stderr: String,
+    dump: Value,
+}
+
+fn run(launcher: &[String], target: &Target, config: &[&str], dump: &Path) -> Outcome {
+    let _ = std::fs::remove_file(dump);
+    let (program, pre) = match launcher.split_first() {
+        Some((p, rest)) => (PathBuf::from(p), rest.to_vec()),
+        None => (PathBuf::from(env!("CARGO_BIN_EXE_sial")), Vec::new()),
+    };
+    let out = Command::new(program)
+        .args(pre)
+        .arg("run")
+        .arg(&target.path)
+        .args(config)
+        .arg("--quiet")
+        .arg("--dump")
+        .arg(dump)
+        .current_dir(root())
+        .env_remove("SIALPATH")
+        .output()
+        .expect("run sial");
+    let dump = std::fs::read_to_string(dump)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or(Value::Null);
+    Outcome {
+        ok: out.status.success(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        dump,
+    }
+}
+
+/// Differences between two dumps, skipping per-worker names.
+fn compare(a: &Value, b: &Value, path: &str, skip: &BTreeSet<String>, out: &mut Vec<String>) {
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            let keys: BTreeSet<&String> = x.keys().chain(y.keys()).collect();
+            for k in keys {
+                let local = path.ends_with("/scalars")
+                    || path.ends_with("/ints")
+                    || path.ends_with("/arrays");
+                if local && skip.contains(k) {
+                    continue;
+                }
+                match (x.get(k), y.get(k)) {
+                    (Some(p), Some(q)) => compare(p, q, &format!("{path}/{k}"), skip, out),
+                    _ => out.push(format!("{path}/{k}: present in only one dump")),
+                }
+            }
+        }
+        (Value::Array(x), Value::Array(y)) => {
+            if x.len() != y.len() {
+                out.push(format!("{path}: {} vs {} entries", x.len(), y.len()));
+                return;
+            }
+            for (i, (p, q)) in x.iter().zip(y).enumerate() {
+                compare(p, q, &format!("{path}[{i}]"), skip, out);
+            }
+        }
+        (Value::Number(p), Value::Number(q)) => {
+            let (p, q) = (
+                p.as_f64().unwrap_or(f64::NAN),
+                q.as_f64().unwrap_or(f64::NAN),
+            );
+            if p != q && (p - q).abs() > 1e-12 * p.abs().max(q.abs()) {
+                out.push(format!("{path}: {p:?} vs {q:?}"));
+            }
+        }
+        _ if a == b => {}
+        _ => out.push(format!("{path}: {a} vs {b}")),
+    }
+}
+
+fn check_expectations(t: &Target, o: &Outcome, label: &str, problems: &mut Vec<String>) {
+    let name = t.path.display();
+    if let Some(err) = &t.error {
+        if o.ok || !o.stderr.contains(err.as_str()) {
+            problems.push(format!(
+                "{name} {label}: expected failure {err:?}, got ok={} stderr={}",
+                o.ok, o.stderr
+            ));
+        }
+        return;
+    }
+    if !o.ok {
+        problems.push(format!("{name} {label}: failed: {}", o.stderr));
+        return;
+    }
+    let programs = o.dump["programs"].as_array().cloned().unwrap_or_default();
+    for (program, var, want) in &t.expect {
+        let state = programs
+            .iter()
+            .rev()
+            .find(|p| p["program"] == program.as_str())
+            .or(programs.last());
+        let got = state
+            .and_then(|s| s["scalars"].get(var).or_else(|| s["ints"].get(var)))
+            .and_then(Value::as_f64);
+        match got {
+            Some(g) if (g - want).abs() <= 1e-10 * want.abs().max(1.0) => {}
+            other => problems.push(format!(
+                "{name} {label}: {var} = {other:?}, expected {want}"
+            )),
+        }
+    }
+}
+
+fn check_configs(launcher: &[String], configs: &[(&str, Vec<&str>)]) {
+    let dir = std::env::temp_dir().join(format!(
+        "sial-distributed-{}-{}",
+        std::process::id(),
+        configs.len()
+    ));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let mut problems = Vec::new();
+    let targets = targets();
+    assert!(targets.len() >= 40, "only {} programs", targets.len());
+    for (i, t) in targets.iter().enumerate() {
+        let base = run(
+            &[],
+            t,
+            &["--workers", "1", "--servers", "0"],
+            &dir.join(format!("{i}-base.json")),
+        );
+        check_expectations(t, &base, "(1 worker, 0 servers)", &mut problems);
+        for (label, config) in configs {
+            let o = run(launcher, t, config, &dir.join(format!("{i}.json")));
+            check_expectations(t, &o, label, &mut problems);
+            if base.ok && o.ok {
+                let mut diffs = Vec::new();
+                compare(&base.dump, &o.dump, "", &t.per_worker, &mut diffs);
+                if !diffs.is_empty() {
+                    problems.push(format!(
+                        "{} {label}: dump differs from one process: {}",
+                        t.path.display(),
+                        diffs[..diffs.len().min(5)].join("; ")
+                    ));
+                }
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        problems.is_empty(),
+        "{} problems:\n{}",
+        problems.len(),
+        problems.join("\n")
+    );
+}
+
+#[test]
+fn threads_give_the_dump_of_one_process() {
+    check_configs(
+        &[],
+        &[
+            (
+                "(threads W=1 S=1)",
+                vec!["--workers", "1", "--servers", "1"],
+            ),
+            (
+                "(threads W=2 S=1)",
+                vec!["--workers", "2", "--servers", "1"],
+            ),
+            (
+                "(threads W=3 S=2)",
+                vec!["--workers", "3", "--servers", "2"],
+            ),
+        ],
+    );
+}

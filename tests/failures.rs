@@ -1,0 +1,233 @@
+//! Error paths of the distributed runtime (threads): data races found by the servers, reads of
+//! blocks never written or never fetched, the worker memory budget (eviction, and a request that
+//! cannot fit), and ranks that die. Every case must end with the right message and a non-zero
+//! status within seconds, never a hang.
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+struct Outcome {
+    ok: bool,
+    stderr: String,
+    elapsed: Duration,
+}
+
+/// Runs `sial run ARGS` from the root; kills it after 60 s (a hang is a failure).
+fn sial(args: &[&str]) -> Outcome {
+    let start = Instant::now();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sial"))
+        .arg("run")
+        .args(args)
+        .arg("--quiet")
+        .current_dir(root())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start sial");
+    let mut stderr = child.stderr.take().expect("stderr");
+    let reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = std::io::Read::read_to_string(&mut stderr, &mut s);
+        s
+    });
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("wait") {
+            break s;
+        }
+        if start.elapsed() > Duration::from_secs(60) {
+            let _ = child.kill();
+            panic!("sial run {args:?} hung for 60 s");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    Outcome {
+        ok: status.success(),
+        stderr: reader.join().expect("stderr reader"),
+        elapsed: start.elapsed(),
+    }
+}
+
+fn fails_with(args: &[&str], message: &str) -> Outcome {
+    let o = sial(args);
+    assert!(!o.ok, "{args:?} should fail");
+    assert!(
+        o.stderr.contains(message),
+        "{args:?}: expected {message:?} in\n{}",
+        o.stderr
+    );
+    o
+}
+
+#[test]
+fn two_workers_replacing_one_block_is_a_race() {
+    fails_with(
+        &[
+            "tests/failures/race_put.sial",
+            "--workers",
+            "2",
+            "--servers",
+            "1",
+        ],
+        "Incorrect PUT block semantics (data race) for d[1] from worker",
+    );
+    fails_with(
+        &[
+            "tests/failures/race_put.sial",
+            "--workers",
+            "2",
+            "--servers",
+            "1",
+        ],
+        "Probably a missing sip_barrier at race_put:11",
+    );
+    // One worker replacing its own block is no race.
+    assert!(
+        sial(&[
+            "tests/failures/race_put.sial",
+            "--workers",
+            "1",
+            "--servers",
+            "1"
+        ])
+        .ok
+    );
+}
+
+#[test]
+fn a_read_and_a_write_of_one_block_in_one_section_is_a_race() {
+    let o = fails_with(
+        &[
+            "tests/failures/race_get_put.sial",
+            "--workers",
+            "2",
+            "--servers",
+            "1",
+        ],
+        "Probably a missing sip_barrier at race_get_put:",
+    );
+    assert!(o.stderr.contains("d[1]"), "{}", o.stderr);
+}
+
+#[test]
+fn blocks_never_written_or_never_fetched_are_named() {
+    for (w, s) in [("2", "1"), ("3", "2")] {
+        fails_with(
+            &[
+                "tests/runtime_errors/get_never_put.sial",
+                "--workers",
+                w,
+                "--servers",
+                s,
+            ],
+            "It has not been put/prepared before ! at get_never_put:15",
+        );
+        fails_with(
+            &[
+                "tests/runtime_errors/distributed_read_without_get.sial",
+                "--workers",
+                w,
+                "--servers",
+                s,
+            ],
+            "Attempting to read non-existent block d[",
+        );
+    }
+}
+
+#[test]
+fn the_worker_memory_budget_evicts_and_reports_what_does_not_fit() {
+    let dir = std::env::temp_dir().join(format!("sial-failures-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let (small, big) = (dir.join("small.json"), dir.join("big.json"));
+    let stats = dir.join("stats.json");
+    let program = "tests/failures/budget.sial";
+    let common = ["--workers", "1", "--servers", "1"];
+    let mut args = vec![program, "--worker-memory", "9K", "--dump"];
+    let small_s = small.to_string_lossy().into_owned();
+    let stats_s = stats.to_string_lossy().into_owned();
+    args.extend([small_s.as_str(), "--stats", stats_s.as_str()]);
+    args.extend(common);
+    assert!(
+        sial(&args).ok,
+        "a budget of four blocks and a half is enough"
+    );
+    let big_s = big.to_string_lossy().into_owned();
+    let mut args = vec![program, "--dump", big_s.as_str()];
+    args.extend(common);
+    assert!(sial(&args).ok);
+    let read = |p: &PathBuf| -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(p).expect("read")).expect("json")
+    };
+    let (s, b) = (read(&small), read(&big));
+    assert_eq!(s, b, "eviction must not change any value");
+    assert_eq!(s["programs"][0]["scalars"]["total"], 16.0 * 256.0);
+    let st = read(&stats);
+    let evicted = st["workers"][0]["blocks_evicted"].as_u64().unwrap_or(0);
+    assert!(
+        evicted >= 8,
+        "rows of blocks must have been evicted, got {evicted}"
+    );
+    let peak = st["workers"][0]["cache_peak_bytes"]
+        .as_u64()
+        .unwrap_or(u64::MAX);
+    assert!(peak <= 9 * 1024, "peak {peak} over the budget");
+    let _ = std::fs::remove_dir_all(&dir);
+    fails_with(
+        &[
+            program,
+            "--worker-memory",
+            "7K",
+            "--workers",
+            "1",
+            "--servers",
+            "1",
+        ],
+        "worker memory budget exceeded: block d[1,4] needs 2048 bytes, 6144 of the 7168 byte budget are held by blocks in use (give more with --worker-memory) at budget:17",
+    );
+    fails_with(&[program, "--worker-memory", "7Q"], "bad size");
+}
+
+#[test]
+fn a_rank_that_dies_stops_the_job_within_seconds() {
+    for (fault, who) in [
+        ("worker:1", "worker 1 died"),
+        ("worker:0", "worker 0 died"),
+        ("server:0", "server 0 died"),
+        ("server:1", "server 1 died"),
+    ] {
+        let o = fails_with(
+            &[
+                "programs/water/mp2.sial",
+                "--workers",
+                "2",
+                "--servers",
+                "2",
+                "--inject-fault",
+                fault,
+            ],
+            who,
+        );
+        assert!(
+            o.elapsed < Duration::from_secs(10),
+            "{fault}: took {:?}",
+            o.elapsed
+        );
+    }
+}
+
+#[test]
+fn worker_and_server_counts_are_checked() {
+    fails_with(
+        &["programs/do_loops.sial", "--workers", "0"],
+        "--workers must be at least 1",
+    );
+    fails_with(
+        &["programs/do_loops.sial", "--workers", "2", "--servers", "0"],
+        "several workers need at least one server",
+    );
+}

@@ -18,6 +18,8 @@ struct Cli {
     command: Command,
 }
 
+// Parsed once per process: the size of the `run` variant does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 enum Command {
     /// Parse and check programs; print diagnostics (exit status 1 on errors).
@@ -68,6 +70,10 @@ enum Command {
         /// Do not print the end-of-run summary.
         #[arg(long, short = 'q')]
         quiet: bool,
+        /// Restart job JOBID from its first program not completed (with the same programs,
+        /// setup and number of servers).
+        #[arg(long, value_name = "JOBID")]
+        restart: Option<String>,
         /// Testing aid: make a rank fail (`worker:R` or `server:R` panics).
         #[arg(long, value_name = "ROLE:RANK", hide = true)]
         inject_fault: Option<String>,
@@ -145,6 +151,7 @@ fn run(cli: Cli) -> ExitCode {
             stats,
             quiet,
             inject_fault,
+            restart,
             dump,
             include,
         } => run_job(RunArgs {
@@ -158,6 +165,7 @@ fn run(cli: Cli) -> ExitCode {
             stats,
             quiet,
             inject_fault,
+            restart,
             dump,
             include,
         }),
@@ -227,6 +235,7 @@ struct RunArgs {
     stats: Option<PathBuf>,
     quiet: bool,
     inject_fault: Option<String>,
+    restart: Option<String>,
     dump: Option<PathBuf>,
     include: Vec<PathBuf>,
 }
@@ -359,13 +368,17 @@ fn run_job(args: RunArgs) -> ExitCode {
     let registry = sial_interpreter::specials::Registry::with_general();
     let mut out = std::io::BufWriter::new(std::io::stdout());
     let mut dumped = Vec::new();
+    let work_dir = std::env::current_dir().unwrap_or_default();
+    let (checkpoints, restart) = job_dirs(&work_dir, args.restart.as_deref(), compiled.len());
     let options = sial_interpreter::job::Options {
         workers,
         servers,
         worker_memory,
         snapshot: args.dump.is_some(),
-        work_dir: std::env::current_dir().unwrap_or_default(),
+        work_dir,
         fault,
+        checkpoints: checkpoints.clone(),
+        restart,
     };
     let result =
         sial_interpreter::job::run(&compiled, &setup, &registry, &mut out, &options, |state| {
@@ -399,7 +412,38 @@ fn run_job(args: RunArgs) -> ExitCode {
         }
         Err(e) => {
             eprintln!("{e}");
+            if let Some(dir) = checkpoints
+                && let Ok(c) = dir.read_worker()
+            {
+                eprintln!(
+                    "sial: {} of {} programs completed; restart the job from there with --restart {} (checkpoints in {})",
+                    c.completed,
+                    compiled.len(),
+                    dir.id,
+                    dir.path().display()
+                );
+            }
             ExitCode::from(1)
         }
     }
+}
+
+/// Checkpoint folders: a job of several programs writes checkpoints (under a new id, or the id
+/// it restarts, so that it can be restarted again).
+fn job_dirs(
+    work_dir: &Path,
+    restart: Option<&str>,
+    programs: usize,
+) -> (
+    Option<sial_interpreter::checkpoint::JobDir>,
+    Option<sial_interpreter::checkpoint::JobDir>,
+) {
+    use sial_interpreter::checkpoint::{JobDir, new_job_id};
+    let restart = restart.map(|id| JobDir::new(work_dir, id));
+    let checkpoints = match &restart {
+        Some(r) => Some(r.clone()),
+        None if programs > 1 => Some(JobDir::new(work_dir, &new_job_id())),
+        None => None,
+    };
+    (checkpoints, restart)
 }

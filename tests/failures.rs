@@ -231,3 +231,85 @@ fn worker_and_server_counts_are_checked() {
         "several workers need at least one server",
     );
 }
+
+/// Runs `sial run ARGS` in `dir`; returns (success, stderr).
+fn sial_in(dir: &std::path::Path, args: &[&str]) -> (bool, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_sial"))
+        .arg("run")
+        .args(args)
+        .arg("--quiet")
+        .current_dir(dir)
+        .output()
+        .expect("run sial");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_failed_job_restarts_from_its_last_completed_program() {
+    for (w, s) in [("1", "0"), ("2", "2")] {
+        let dir = std::env::temp_dir().join(format!("sial-restart-{}-{w}{s}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let job = root().join("tests/failures/restart.toml");
+        let job = job.to_string_lossy();
+        let ranks = ["--workers", w, "--servers", s];
+        let mut args = vec![job.as_ref()];
+        args.extend(ranks);
+        let (ok, err) = sial_in(&dir, &args);
+        assert!(!ok);
+        assert!(
+            err.contains("Could not find predefined integer : factor"),
+            "{err}"
+        );
+        let id = err
+            .split("--restart ")
+            .nth(1)
+            .and_then(|r| r.split_whitespace().next())
+            .unwrap_or_else(|| panic!("no restart hint in {err}"))
+            .to_string();
+        // Restarting with another number of servers is refused.
+        let other = if s == "0" { "1" } else { "3" };
+        let (ok, err) = sial_in(
+            &dir,
+            &[
+                job.as_ref(),
+                "--restart",
+                &id,
+                "--servers",
+                other,
+                "--set",
+                "factor=2",
+            ],
+        );
+        assert!(!ok && err.contains("restart it with --servers"), "{err}");
+        let dump = dir.join("dump.json");
+        let dump_s = dump.to_string_lossy();
+        let mut args = vec![
+            job.as_ref(),
+            "--restart",
+            &id,
+            "--set",
+            "factor=2",
+            "--dump",
+            &dump_s,
+        ];
+        args.extend(ranks);
+        let (ok, err) = sial_in(&dir, &args);
+        assert!(ok, "{err}");
+        let d: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&dump).expect("dump")).expect("json");
+        let programs = d["programs"].as_array().expect("programs");
+        assert_eq!(programs.len(), 1, "only the second program runs again");
+        // 2 * (10 + 20 + 30) from the restored distributed array, 1 + 2 + 3 from the static
+        // array, 6.5 from the scalar.
+        assert_eq!(programs[0]["scalars"]["sum"], 132.5);
+        assert!(
+            !dir.join("sial-jobs").join(&id).exists(),
+            "a completed job removes its checkpoints"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

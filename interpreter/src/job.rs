@@ -2,6 +2,7 @@
 //! persistent. `servers == 0` is the single-process mode (one worker holding its server);
 //! otherwise every rank is a thread of this process (the `local` transport).
 
+use crate::checkpoint::{JobDir, WorkerCheckpoint};
 use crate::cluster::message::ServerStats;
 use crate::cluster::{Abort, WorkerLink, local, solo::Solo};
 use crate::error::{Result, RuntimeError};
@@ -38,6 +39,10 @@ pub struct Options {
     pub snapshot: bool,
     pub work_dir: PathBuf,
     pub fault: Option<Fault>,
+    /// Where checkpoints are written after each program (jobs of several programs).
+    pub checkpoints: Option<JobDir>,
+    /// The checkpoints of an earlier run of this job to restart from.
+    pub restart: Option<JobDir>,
 }
 
 impl Default for Options {
@@ -49,6 +54,8 @@ impl Default for Options {
             snapshot: false,
             work_dir: PathBuf::from("."),
             fault: None,
+            checkpoints: None,
+            restart: None,
         }
     }
 }
@@ -73,6 +80,31 @@ pub fn run(
     mut done: impl FnMut(&FinalState<'_>),
 ) -> Result<Report> {
     let started = Instant::now();
+    let resume = match &options.restart {
+        Some(dir) => {
+            let c = dir.read_worker()?;
+            if c.servers != options.servers {
+                return Err(RuntimeError::input(format!(
+                    "job {} ran with {} server(s); restart it with --servers {} (the saved arrays are split among that many servers)",
+                    dir.id, c.servers, c.servers
+                )));
+            }
+            if c.completed > programs.len() {
+                return Err(RuntimeError::input(format!(
+                    "job {} completed {} programs but this job has only {}: restart it with the same programs",
+                    dir.id,
+                    c.completed,
+                    programs.len()
+                )));
+            }
+            c
+        }
+        None => WorkerCheckpoint {
+            servers: options.servers,
+            ..WorkerCheckpoint::default()
+        },
+    };
+    let resume = &resume;
     let mut report = if options.servers == 0 {
         if options.workers != 1 {
             return Err(RuntimeError::input(format!(
@@ -80,12 +112,15 @@ pub fn run(
                 options.workers
             )));
         }
-        solo(programs, setup, registry, out, options, &mut done)?
+        solo(programs, setup, registry, out, options, resume, &mut done)?
     } else if options.workers == 0 {
         return Err(RuntimeError::input("a job needs at least one worker"));
     } else {
-        threads(programs, setup, registry, out, options, &mut done)?
+        threads(programs, setup, registry, out, options, resume, &mut done)?
     };
+    if let Some(dir) = &options.checkpoints {
+        dir.remove();
+    }
     report.wall = started.elapsed();
     Ok(report)
 }
@@ -96,16 +131,20 @@ fn solo(
     registry: &Registry,
     out: &mut (dyn Write + Send),
     options: &Options,
+    resume: &WorkerCheckpoint,
     done: &mut dyn FnMut(&FinalState<'_>),
 ) -> Result<Report> {
-    let mut persisted = Persisted::default();
-    let mut saved = Saved::new();
+    let mut persisted = resume.persisted.clone();
+    let mut saved = match &options.restart {
+        Some(dir) => dir.read_server(0)?,
+        None => Saved::new(),
+    };
     let mut report = Report {
         workers: vec![WorkerStats::default()],
         servers: vec![ServerStats::default()],
         ..Report::default()
     };
-    for program in programs {
+    for (i, program) in programs.iter().enumerate().skip(resume.completed) {
         let mut link = Solo::new(program, &mut saved);
         let stats = run_program(
             program,
@@ -119,6 +158,10 @@ fn solo(
         )?;
         report.workers[0].add(&stats.0);
         add_servers(&mut report.servers, &stats.1);
+        if let Some(dir) = &options.checkpoints {
+            dir.write_server(0, &saved)?;
+            checkpoint_worker(dir, i + 1, options.servers, &persisted)?;
+        }
     }
     Ok(report)
 }
@@ -150,6 +193,19 @@ fn run_program(
         done(&worker.state());
     }
     Ok((worker.stats(), std::mem::take(&mut worker.server_stats)))
+}
+
+fn checkpoint_worker(
+    dir: &JobDir,
+    completed: usize,
+    servers: usize,
+    persisted: &Persisted,
+) -> Result<()> {
+    dir.write_worker(&WorkerCheckpoint {
+        completed,
+        servers,
+        persisted: persisted.clone(),
+    })
 }
 
 fn add_servers(total: &mut Vec<ServerStats>, more: &[ServerStats]) {
@@ -198,9 +254,11 @@ fn threads(
     registry: &Registry,
     out: &mut (dyn Write + Send),
     options: &Options,
+    resume: &WorkerCheckpoint,
     done: &mut dyn FnMut(&FinalState<'_>),
 ) -> Result<Report> {
     let abort = Arc::new(Abort::default());
+    let todo = &programs[resume.completed.min(programs.len())..];
     let (mut worker_links, server_links) =
         local::fabric(options.workers, options.servers, Arc::clone(&abort));
     let mut report = Report {
@@ -221,9 +279,16 @@ fn threads(
                         let _ = crate::cluster::ServerLink::recv(&mut link);
                         panic!("injected fault");
                     }
-                    let mut saved = Saved::new();
-                    for program in programs {
-                        serve(program, &mut link, &mut saved)?;
+                    let mut saved = match &options.restart {
+                        Some(dir) => dir.read_server(rank)?,
+                        None => Saved::new(),
+                    };
+                    let mut at_end = |saved: &Saved| match &options.checkpoints {
+                        Some(dir) => dir.write_server(rank, saved),
+                        None => Ok(()),
+                    };
+                    for program in todo {
+                        serve(program, &mut link, &mut saved, &mut at_end)?;
                     }
                     Ok(())
                 })
@@ -235,10 +300,10 @@ fn threads(
             let who = format!("worker {rank}");
             workers.push(spawn(scope, move || {
                 guarded(abort, &who, || {
-                    let mut persisted = Persisted::default();
+                    let mut persisted = resume.persisted.clone();
                     let mut stats = WorkerStats::default();
                     let mut out = std::io::stdout();
-                    for program in programs {
+                    for program in todo {
                         if options.fault == Some(Fault::WorkerPanic(rank)) {
                             panic!("injected fault");
                         }
@@ -259,8 +324,8 @@ fn threads(
             }));
         }
         let first = guarded(abort, "worker 0", || {
-            let mut persisted = Persisted::default();
-            for program in programs {
+            let mut persisted = resume.persisted.clone();
+            for (i, program) in todo.iter().enumerate() {
                 if options.fault == Some(Fault::WorkerPanic(0)) {
                     panic!("injected fault");
                 }
@@ -276,6 +341,10 @@ fn threads(
                 )?;
                 report.workers[0].add(&s.0);
                 add_servers(&mut report.servers, &s.1);
+                // The servers wrote their checkpoints before acknowledging the end.
+                if let Some(dir) = &options.checkpoints {
+                    checkpoint_worker(dir, resume.completed + i + 1, options.servers, &persisted)?;
+                }
             }
             Ok(())
         });

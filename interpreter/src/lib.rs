@@ -4,6 +4,7 @@
 //! [`specials`] (the registry of named super instructions), [`print`] (the production print
 //! formats of SIAL-SPEC §7.12) and the worker that executes a program.
 
+pub mod checkpoint;
 pub mod cluster;
 pub mod dump;
 pub mod error;

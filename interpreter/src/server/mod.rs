@@ -333,11 +333,13 @@ fn bytes(b: &Block) -> u64 {
     (b.data.len() * 8) as u64
 }
 
-/// Runs a server for one program: requests until `EndProgram` from every worker that sends it.
+/// Runs a server for one program: requests until `EndProgram`. `at_end` sees the saved arrays
+/// before the end is acknowledged (checkpoints are written there).
 pub fn serve(
     program: &Program,
     link: &mut dyn crate::cluster::ServerLink,
     saved: &mut Saved,
+    at_end: &mut dyn FnMut(&Saved) -> Result<()>,
 ) -> Result<ServerStats> {
     let mut server = Server::new(program, link.rank());
     loop {
@@ -347,6 +349,9 @@ pub fn serve(
             replies.push((w, m));
             Ok(())
         })?;
+        if flow == Flow::End {
+            at_end(saved)?;
+        }
         for (w, m) in replies {
             link.send(w, m)?;
         }

@@ -24,7 +24,9 @@ for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "RAYON
     env[var] = str(args.threads)
 commands = {
     "sial run programs/water/tran_mp2.sial":
-        [os.path.join(root, "target", "release", "sial"), "run", "programs/water/tran_mp2.sial"],
+        [os.path.join(root, "target", "release", "sial"), "run", "programs/water/tran_mp2.sial", "--quiet"]
+        + (["--workers", "1", "--servers", "0"] if args.threads == 1
+           else ["--workers", str(args.threads), "--servers", "1"]),
     "python3 benches/tran_mp2_numpy.py":
         [sys.executable, "benches/tran_mp2_numpy.py", "--threads", str(args.threads)],
     "python3 -c 'import numpy' (start-up only)":

@@ -64,6 +64,19 @@ enum Command {
         /// Memory per worker for fetched distributed/served blocks, e.g. 512M, 2G, or bytes.
         #[arg(long, value_name = "SIZE")]
         worker_memory: Option<String>,
+        /// Memory per server for blocks (past it, blocks spill to disk), e.g. 64M, 2G, or bytes.
+        #[arg(long, value_name = "SIZE")]
+        server_memory: Option<String>,
+        /// Folder for the spill files of the servers (default: the current directory); a
+        /// folder per job is made there and removed at the end.
+        #[arg(long, value_name = "DIR")]
+        scratch_dir: Option<PathBuf>,
+        /// Keep the spill files after the job.
+        #[arg(long)]
+        keep_scratch: bool,
+        /// Testing aid: each server's scratch file system holds only SIZE bytes.
+        #[arg(long, value_name = "SIZE", hide = true)]
+        scratch_limit: Option<String>,
         /// Write the run's figures (per rank and totals) as JSON (format sial-stats/1).
         #[arg(long, value_name = "FILE.json")]
         stats: Option<PathBuf>,
@@ -148,6 +161,10 @@ fn run(cli: Cli) -> ExitCode {
             workers,
             servers,
             worker_memory,
+            server_memory,
+            scratch_dir,
+            keep_scratch,
+            scratch_limit,
             stats,
             quiet,
             inject_fault,
@@ -162,6 +179,10 @@ fn run(cli: Cli) -> ExitCode {
             workers,
             servers,
             worker_memory,
+            server_memory,
+            scratch_dir,
+            keep_scratch,
+            scratch_limit,
             stats,
             quiet,
             inject_fault,
@@ -232,6 +253,10 @@ struct RunArgs {
     workers: Option<usize>,
     servers: Option<usize>,
     worker_memory: Option<String>,
+    server_memory: Option<String>,
+    scratch_dir: Option<PathBuf>,
+    keep_scratch: bool,
+    scratch_limit: Option<String>,
     stats: Option<PathBuf>,
     quiet: bool,
     inject_fault: Option<String>,
@@ -315,6 +340,14 @@ fn run_job(args: RunArgs) -> ExitCode {
         Ok(m) => m.unwrap_or(sial_interpreter::job::DEFAULT_WORKER_MEMORY),
         Err(e) => return fail(format!("--worker-memory: {e}")),
     };
+    let server_memory = match args.server_memory.as_deref().map(parse_size).transpose() {
+        Ok(m) => m.unwrap_or(usize::MAX),
+        Err(e) => return fail(format!("--server-memory: {e}")),
+    };
+    let scratch_limit = match args.scratch_limit.as_deref().map(parse_size).transpose() {
+        Ok(m) => m.map(|m| m as u64),
+        Err(e) => return fail(format!("--scratch-limit: {e}")),
+    };
     let fault = match args.inject_fault.as_deref().map(parse_fault).transpose() {
         Ok(f) => f,
         Err(e) => return fail(e),
@@ -379,6 +412,10 @@ fn run_job(args: RunArgs) -> ExitCode {
         fault,
         checkpoints: checkpoints.clone(),
         restart,
+        server_memory,
+        scratch_dir: args.scratch_dir.clone(),
+        keep_scratch: args.keep_scratch,
+        scratch_limit,
     };
     let result =
         sial_interpreter::job::run(&compiled, &setup, &registry, &mut out, &options, |state| {

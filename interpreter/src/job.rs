@@ -7,6 +7,7 @@ use crate::cluster::message::ServerStats;
 use crate::cluster::{Abort, WorkerLink, local, solo::Solo};
 use crate::error::{Result, RuntimeError};
 use crate::persist::Persisted;
+use crate::server::blocks::Spill;
 use crate::server::{Saved, serve};
 use crate::setup::Setup;
 use crate::specials::Registry;
@@ -43,6 +44,55 @@ pub struct Options {
     pub checkpoints: Option<JobDir>,
     /// The checkpoints of an earlier run of this job to restart from.
     pub restart: Option<JobDir>,
+    /// Bytes of block data each server holds in memory (`--server-memory`).
+    pub server_memory: usize,
+    /// Folder under which the job's spill files go (`--scratch-dir`; default: the work dir).
+    pub scratch_dir: Option<PathBuf>,
+    /// Keep the spill files after the job (`--keep-scratch`).
+    pub keep_scratch: bool,
+    /// Testing aid: the scratch file system of each server holds only this many bytes.
+    pub scratch_limit: Option<u64>,
+}
+
+impl Options {
+    /// This job's scratch folder.
+    fn scratch(&self) -> PathBuf {
+        self.scratch_dir
+            .clone()
+            .unwrap_or_else(|| self.work_dir.clone())
+            .join(format!("sial-scratch-{}", std::process::id()))
+    }
+
+    /// Where server `rank` spills.
+    pub fn spill(&self, rank: usize) -> Spill {
+        Spill {
+            budget: self.server_memory,
+            dir: self.scratch().join(format!("server-{rank}")),
+            disk_limit: self.scratch_limit,
+        }
+    }
+
+    /// The scratch folder must exist and be writable before anything is spilled there.
+    fn check_scratch(&self) -> Result<()> {
+        let Some(dir) = &self.scratch_dir else {
+            return Ok(());
+        };
+        if !dir.is_dir() {
+            return Err(RuntimeError::input(format!(
+                "scratch directory {} does not exist (create it, or choose another with --scratch-dir)",
+                dir.display()
+            )));
+        }
+        let probe = dir.join(format!(".sial-probe-{}", std::process::id()));
+        std::fs::write(&probe, b"").map_err(|e| {
+            RuntimeError::input(format!(
+                "scratch directory {} is not writable: {e}",
+                dir.display()
+            ))
+        })?;
+        let _ = std::fs::remove_file(probe);
+        Ok(())
+    }
 }
 
 impl Default for Options {
@@ -56,6 +106,20 @@ impl Default for Options {
             fault: None,
             checkpoints: None,
             restart: None,
+            server_memory: usize::MAX,
+            scratch_dir: None,
+            keep_scratch: false,
+            scratch_limit: None,
+        }
+    }
+}
+
+struct ScratchGuard(Option<PathBuf>);
+
+impl Drop for ScratchGuard {
+    fn drop(&mut self) {
+        if let Some(dir) = &self.0 {
+            let _ = std::fs::remove_dir_all(dir);
         }
     }
 }
@@ -80,6 +144,13 @@ pub fn run(
     mut done: impl FnMut(&FinalState<'_>),
 ) -> Result<Report> {
     let started = Instant::now();
+    options.check_scratch()?;
+    // Spill files are scratch: gone when the job ends, however it ends, unless kept.
+    let _scratch = ScratchGuard(if options.keep_scratch {
+        None
+    } else {
+        Some(options.scratch())
+    });
     let resume = match &options.restart {
         Some(dir) => {
             let c = dir.read_worker()?;
@@ -121,6 +192,7 @@ pub fn run(
     if let Some(dir) = &options.checkpoints {
         dir.remove();
     }
+
     report.wall = started.elapsed();
     Ok(report)
 }
@@ -145,7 +217,7 @@ fn solo(
         ..Report::default()
     };
     for (i, program) in programs.iter().enumerate().skip(resume.completed) {
-        let mut link = Solo::new(program, &mut saved);
+        let mut link = Solo::new(program, &mut saved, options.spill(0));
         let stats = run_program(
             program,
             setup,
@@ -219,6 +291,11 @@ fn add_servers(total: &mut Vec<ServerStats>, more: &[ServerStats]) {
         t.blocks_held_peak = t.blocks_held_peak.max(m.blocks_held_peak);
         t.bytes_held_peak = t.bytes_held_peak.max(m.bytes_held_peak);
         t.busy_seconds += m.busy_seconds;
+        t.disk.peak_memory = t.disk.peak_memory.max(m.disk.peak_memory);
+        t.disk.bytes_written += m.disk.bytes_written;
+        t.disk.bytes_read += m.disk.bytes_read;
+        t.disk.blocks_spilled += m.disk.blocks_spilled;
+        t.disk.blocks_reloaded += m.disk.blocks_reloaded;
     }
 }
 
@@ -283,12 +360,13 @@ fn threads(
                         Some(dir) => dir.read_server(rank)?,
                         None => Saved::new(),
                     };
+                    let spill = options.spill(rank);
                     let mut at_end = |saved: &Saved| match &options.checkpoints {
                         Some(dir) => dir.write_server(rank, saved),
                         None => Ok(()),
                     };
                     for program in todo {
-                        serve(program, &mut link, &mut saved, &mut at_end)?;
+                        serve(program, &mut link, &mut saved, &spill, &mut at_end)?;
                     }
                     Ok(())
                 })

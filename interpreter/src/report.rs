@@ -38,10 +38,10 @@ pub fn summary(r: &Report) -> String {
         ));
     }
     if !r.servers.is_empty() {
-        s.push_str("  server     busy s   requests     MiB in    MiB out  peak blocks  peak MiB\n");
+        s.push_str("  server     busy s   requests     MiB in    MiB out  peak blocks  peak MiB  disk MiB w/r    spilled/reloaded\n");
         for (i, v) in r.servers.iter().enumerate() {
             s.push_str(&format!(
-                "  {:>6}  {:>9.3}  {:>9}  {:>9.2}  {:>9.2}  {:>11}  {:>8.2}\n",
+                "  {:>6}  {:>9.3}  {:>9}  {:>9.2}  {:>9.2}  {:>11}  {:>8.2}  {:>6.1}/{:<6.1}  {:>8}/{:<8}\n",
                 i,
                 v.busy_seconds,
                 v.messages,
@@ -49,6 +49,10 @@ pub fn summary(r: &Report) -> String {
                 mib(v.bytes_out),
                 v.blocks_held_peak,
                 mib(v.bytes_held_peak),
+                mib(v.disk.bytes_written),
+                mib(v.disk.bytes_read),
+                v.disk.blocks_spilled,
+                v.disk.blocks_reloaded,
             ));
         }
     }
@@ -98,6 +102,13 @@ pub fn stats_json(r: &Report) -> Value {
                 "bytes_sent": v.bytes_out,
                 "peak_blocks": v.blocks_held_peak,
                 "peak_bytes": v.bytes_held_peak,
+                "disk": {
+                    "peak_memory_bytes": v.disk.peak_memory,
+                    "bytes_written": v.disk.bytes_written,
+                    "bytes_read": v.disk.bytes_read,
+                    "blocks_spilled": v.disk.blocks_spilled,
+                    "blocks_reloaded": v.disk.blocks_reloaded,
+                },
             })
         })
         .collect();

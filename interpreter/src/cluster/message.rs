@@ -95,6 +95,7 @@ pub struct ServerStats {
     pub blocks_held_peak: u64,
     pub bytes_held_peak: u64,
     pub busy_seconds: f64,
+    pub disk: crate::server::blocks::DiskStats,
 }
 
 #[derive(Debug, Clone)]

@@ -5,6 +5,7 @@
 use super::WorkerLink;
 use super::message::{ToServer, ToWorker};
 use crate::error::{Result, RuntimeError};
+use crate::server::blocks::Spill;
 use crate::server::{Saved, Server};
 use sial_compiler::bytecode::Program;
 use std::collections::VecDeque;
@@ -16,12 +17,19 @@ pub struct Solo<'p, 's> {
 }
 
 impl<'p, 's> Solo<'p, 's> {
-    pub fn new(program: &'p Program, saved: &'s mut Saved) -> Solo<'p, 's> {
+    pub fn new(program: &'p Program, saved: &'s mut Saved, spill: Spill) -> Solo<'p, 's> {
         Solo {
-            server: Server::new(program, 0),
+            server: Server::new(program, 0, spill),
             saved,
             replies: VecDeque::new(),
         }
+    }
+}
+
+impl Solo<'_, '_> {
+    /// The server's figures.
+    pub fn server_stats(&self) -> crate::cluster::message::ServerStats {
+        self.server.stats()
     }
 }
 

@@ -2,11 +2,13 @@
 //! owns, applies puts in arrival order, answers gets, checks consistency per section, and keeps
 //! persistent arrays between the programs of a job.
 
+pub mod blocks;
 pub mod race;
 
 use crate::cluster::message::{Origin, Payload, ServerStats, ToServer, ToWorker};
 use crate::error::{Result, RuntimeError};
 use crate::store::{Block, BlockKey, block_text};
+use blocks::{BlockStore, Spill};
 use race::{Access, Mode};
 use sial_compiler::bytecode::{ArrayKind, Program, PutOp};
 use sial_superinstructions as k;
@@ -17,13 +19,6 @@ use std::time::Instant;
 /// Arrays a server saved with `set_persistent`, by label: the blocks it owns. Lives for the
 /// whole job.
 pub type Saved = HashMap<String, HashMap<BlockKey, Arc<Block>>>;
-
-struct Held {
-    block: Arc<Block>,
-    mode: Mode,
-    /// Section in which `mode` was set.
-    section: u32,
-}
 
 /// What the server loop does after a request.
 #[derive(Debug, PartialEq, Eq)]
@@ -36,26 +31,31 @@ pub enum Flow {
 pub struct Server<'p> {
     program: &'p Program,
     rank: usize,
-    arrays: Vec<HashMap<BlockKey, Held>>,
+    store: BlockStore,
     section: u32,
     marks: Vec<(u32, String)>,
-    bytes_held: u64,
-    blocks_held: u64,
     stats: ServerStats,
 }
 
 impl<'p> Server<'p> {
-    pub fn new(program: &'p Program, rank: usize) -> Server<'p> {
+    pub fn new(program: &'p Program, rank: usize, spill: Spill) -> Server<'p> {
+        let names = program.arrays.iter().map(|a| a.name.clone()).collect();
         Server {
             program,
             rank,
-            arrays: program.arrays.iter().map(|_| HashMap::new()).collect(),
+            store: BlockStore::new(rank, names, spill),
             section: 0,
             marks: Vec::new(),
-            bytes_held: 0,
-            blocks_held: 0,
             stats: ServerStats::default(),
         }
+    }
+
+    /// The figures so far, disk included.
+    pub fn stats(&self) -> ServerStats {
+        let mut s = self.stats;
+        s.disk = self.store.stats;
+        s.bytes_held_peak = s.disk.peak_memory;
+        s
     }
 
     /// Applies one request; `reply(worker, message)` sends the answers.
@@ -98,12 +98,7 @@ impl<'p> Server<'p> {
                 op,
                 payload,
             } => self.put(from, array, key, shape, op, payload)?,
-            ToServer::Delete { array, .. } => {
-                for (_, h) in self.arrays[array as usize].drain() {
-                    self.bytes_held -= bytes(&h.block);
-                    self.blocks_held -= 1;
-                }
-            }
+            ToServer::Delete { array, .. } => self.store.remove_array(array),
             ToServer::Sync { from } => reply(
                 from.worker as usize,
                 ToWorker::Synced {
@@ -115,10 +110,7 @@ impl<'p> Server<'p> {
                 from, array, label, ..
             } => self.restore(from, array, &label, saved)?,
             ToServer::Snapshot { from, array } => {
-                let blocks: Vec<(BlockKey, Arc<Block>)> = self.arrays[array as usize]
-                    .iter()
-                    .map(|(k, h)| (*k, Arc::clone(&h.block)))
-                    .collect();
+                let blocks = self.all_blocks(array)?;
                 let m = ToWorker::Snapshot {
                     server: self.rank as u32,
                     array,
@@ -129,10 +121,7 @@ impl<'p> Server<'p> {
             }
             ToServer::EndProgram { from } => {
                 for (array, label) in std::mem::take(&mut self.marks) {
-                    let blocks = self.arrays[array as usize]
-                        .iter()
-                        .map(|(k, h)| (*k, Arc::clone(&h.block)))
-                        .collect();
+                    let blocks = self.all_blocks(array)?.into_iter().collect();
                     if saved.insert(label.clone(), blocks).is_some() && self.rank == 0 {
                         eprintln!(
                             "WARNING:  Label {label} already used for a persistent object. Overwriting previously saved object in {}",
@@ -140,12 +129,13 @@ impl<'p> Server<'p> {
                         );
                     }
                 }
+                self.store.clear();
                 self.stats.busy_seconds += started.elapsed().as_secs_f64();
                 reply(
                     from.worker as usize,
                     ToWorker::Ended {
                         server: self.rank as u32,
-                        stats: self.stats,
+                        stats: self.stats(),
                     },
                 )?;
                 flow = Flow::End;
@@ -153,6 +143,15 @@ impl<'p> Server<'p> {
         }
         self.stats.busy_seconds += started.elapsed().as_secs_f64();
         Ok(flow)
+    }
+
+    /// Every block of an array (spilled ones read back without being kept in memory).
+    fn all_blocks(&mut self, array: u32) -> Result<Vec<(BlockKey, Arc<Block>)>> {
+        let mut out = Vec::new();
+        for key in self.store.keys(array) {
+            out.push((key, self.store.peek(array, &key)?));
+        }
+        Ok(out)
     }
 
     fn error(&self, from: Origin, message: String) -> RuntimeError {
@@ -166,7 +165,7 @@ impl<'p> Server<'p> {
     /// Moves a block's consistency state; a race is an error naming both workers.
     fn touch(&mut self, from: Origin, array: u32, key: &BlockKey, access: Access) -> Result<()> {
         let section = from.section;
-        let Some(h) = self.arrays[array as usize].get_mut(key) else {
+        let Some(h) = self.store.slot_mut(array, key) else {
             return Ok(());
         };
         let mode = if h.section == section {
@@ -204,7 +203,7 @@ impl<'p> Server<'p> {
     }
 
     fn get(&mut self, from: Origin, array: u32, key: &BlockKey) -> Result<Arc<Block>> {
-        if !self.arrays[array as usize].contains_key(key) {
+        if !self.store.contains(array, key) {
             let text = self.text(array, key);
             return Err(self.error(
                 from,
@@ -212,8 +211,9 @@ impl<'p> Server<'p> {
             ));
         }
         self.touch(from, array, key, Access::Read)?;
-        let h = &self.arrays[array as usize][key];
-        Ok(Arc::clone(&h.block))
+        self.store
+            .read(array, key)
+            .map_err(|e| e.at(&self.program.name, from.line))
     }
 
     fn put(
@@ -242,7 +242,7 @@ impl<'p> Server<'p> {
                 ),
             ));
         }
-        if op == PutOp::Scale && !self.arrays[array as usize].contains_key(&key) {
+        if op == PutOp::Scale && !self.store.contains(array, &key) {
             let served = self.program.arrays[array as usize].kind == ArrayKind::Served;
             let (stmt, done) = if served {
                 ("prepare", "prepared")
@@ -255,47 +255,64 @@ impl<'p> Server<'p> {
                 format!("Attempting to update non-existent block {text} ({stmt} *= needs a block that was {done} before)"),
             ));
         }
+        let new = !self.store.contains(array, &key);
         self.touch(from, array, &key, access)?;
-        let map = &mut self.arrays[array as usize];
-        let h = map.entry(key).or_insert_with(|| {
-            self.blocks_held += 1;
-            self.bytes_held += (size * 8) as u64;
-            Held {
-                block: Arc::new(Block::zeros(shape.clone())),
-                mode: Mode::None,
-                section: from.section,
-            }
-        });
-        if h.section != from.section || h.mode == Mode::None {
-            h.mode = match access {
-                Access::Write => Mode::Write(from.worker),
-                Access::Accumulate => Mode::Acc(from.worker),
-                Access::Read => Mode::Read(from.worker),
-            };
-            h.section = from.section;
-        }
+        let section = from.section;
+        let program = &self.program.name;
+        let at = |e: RuntimeError| e.at(program, from.line);
+        let text = self.text(array, &key);
         match (op, payload) {
-            (PutOp::Replace, Payload::Block(data)) => h.block = Arc::new(Block { shape, data }),
+            (PutOp::Replace, Payload::Block(data)) => {
+                // The incoming buffer becomes the block.
+                self.store
+                    .replace(array, key, Block { shape, data }, section)
+                    .map_err(at)?;
+            }
             (PutOp::Replace, Payload::Scalar(v)) => {
                 let mut b = Block::zeros(shape);
                 k::fill(&mut b.data, v);
-                h.block = Arc::new(b);
+                self.store.replace(array, key, b, section).map_err(at)?;
             }
             (PutOp::Accumulate, Payload::Block(data)) => {
-                k::axpy(&mut Arc::make_mut(&mut h.block).data, 1.0, &data)?
+                let bytes = data.len() * 8;
+                self.store.receive(bytes, &|| text.clone()).map_err(at)?;
+                let r = self.store.update(array, key, &shape, section, |b| {
+                    k::axpy(&mut b.data, 1.0, &data)?;
+                    Ok(())
+                });
+                drop(data);
+                self.store.received(bytes);
+                r.map_err(at)?;
             }
             (PutOp::Accumulate, Payload::Scalar(v)) => {
-                k::add_scalar(&mut Arc::make_mut(&mut h.block).data, v)
+                self.store
+                    .update(array, key, &shape, section, |b| {
+                        k::add_scalar(&mut b.data, v);
+                        Ok(())
+                    })
+                    .map_err(at)?;
             }
             (PutOp::Scale, Payload::Scalar(v)) => {
-                k::scale(&mut Arc::make_mut(&mut h.block).data, v)
+                self.store
+                    .update(array, key, &shape, section, |b| {
+                        k::scale(&mut b.data, v);
+                        Ok(())
+                    })
+                    .map_err(at)?;
             }
             (PutOp::Scale, Payload::Block(_)) => {
                 return Err(RuntimeError::new("internal: put *= with a block"));
             }
         }
-        self.stats.blocks_held_peak = self.stats.blocks_held_peak.max(self.blocks_held);
-        self.stats.bytes_held_peak = self.stats.bytes_held_peak.max(self.bytes_held);
+        if new && let Some(h) = self.store.slot_mut(array, &key) {
+            h.mode = match access {
+                Access::Write => Mode::Write(from.worker),
+                Access::Accumulate => Mode::Acc(from.worker),
+                Access::Read => Mode::Read(from.worker),
+            };
+            h.section = section;
+        }
+        self.stats.blocks_held_peak = self.stats.blocks_held_peak.max(self.store.len() as u64);
         Ok(())
     }
 
@@ -306,31 +323,16 @@ impl<'p> Server<'p> {
                 format!("no persistent object \"{label}\": nothing was saved under this label by an earlier program of the job"),
             ));
         };
-        let map = &mut self.arrays[array as usize];
-        for (_, h) in map.drain() {
-            self.bytes_held -= bytes(&h.block);
-            self.blocks_held -= 1;
-        }
+        self.store.remove_array(array);
+        let at = |e: RuntimeError| e.at(&self.program.name, from.line);
         for (key, block) in blocks {
-            self.bytes_held += bytes(block);
-            self.blocks_held += 1;
-            map.insert(
-                *key,
-                Held {
-                    block: Arc::clone(block),
-                    mode: Mode::None,
-                    section: from.section,
-                },
-            );
+            self.store
+                .replace(array, *key, Block::clone(block), from.section)
+                .map_err(at)?;
         }
-        self.stats.blocks_held_peak = self.stats.blocks_held_peak.max(self.blocks_held);
-        self.stats.bytes_held_peak = self.stats.bytes_held_peak.max(self.bytes_held);
+        self.stats.blocks_held_peak = self.stats.blocks_held_peak.max(self.store.len() as u64);
         Ok(())
     }
-}
-
-fn bytes(b: &Block) -> u64 {
-    (b.data.len() * 8) as u64
 }
 
 /// Runs a server for one program: requests until `EndProgram`. `at_end` sees the saved arrays
@@ -339,9 +341,10 @@ pub fn serve(
     program: &Program,
     link: &mut dyn crate::cluster::ServerLink,
     saved: &mut Saved,
+    spill: &Spill,
     at_end: &mut dyn FnMut(&Saved) -> Result<()>,
 ) -> Result<ServerStats> {
-    let mut server = Server::new(program, link.rank());
+    let mut server = Server::new(program, link.rank(), spill.clone());
     loop {
         let msg = link.recv()?;
         let mut replies = Vec::new();
@@ -356,7 +359,7 @@ pub fn serve(
             link.send(w, m)?;
         }
         if flow == Flow::End {
-            return Ok(server.stats);
+            return Ok(server.stats());
         }
     }
 }

@@ -1,0 +1,566 @@
+//! The blocks a server holds (SIAL-SPEC §7.8; DESIGN.md §3 "Server memory and disk spill"):
+//! in memory up to the server's budget; past it the least recently used blocks are written to
+//! one file per array in the server's scratch folder and read back when next needed. Only a
+//! block whose disk copy is missing or stale is written; a clean block is simply dropped.
+//!
+//! Every byte of block data the server holds counts, and so does the buffer of an incoming
+//! put while it is applied. Files are written with positioned writes (`pwrite`) rather than
+//! through a memory map: a full disk is then an error the server can report, where a store
+//! into a map would kill the process with SIGBUS.
+
+use super::race::Mode;
+use crate::error::{Result, RuntimeError};
+use crate::store::{Block, BlockKey};
+use std::collections::{BTreeMap, HashMap};
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// Where and how much a server may spill.
+#[derive(Debug, Clone)]
+pub struct Spill {
+    /// Bytes of block data in memory (`usize::MAX`: no limit).
+    pub budget: usize,
+    /// This server's scratch folder (created at the first spill).
+    pub dir: PathBuf,
+    /// Testing aid: the folder's file system holds only this many bytes.
+    pub disk_limit: Option<u64>,
+}
+
+impl Default for Spill {
+    fn default() -> Spill {
+        Spill {
+            budget: usize::MAX,
+            dir: std::env::temp_dir(),
+            disk_limit: None,
+        }
+    }
+}
+
+/// Disk figures of one server.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct DiskStats {
+    pub peak_memory: u64,
+    pub bytes_written: u64,
+    pub bytes_read: u64,
+    pub blocks_spilled: u64,
+    pub blocks_reloaded: u64,
+}
+
+/// One block at the server.
+pub struct Slot {
+    /// Consistency state (§7.7) and the section it belongs to.
+    pub mode: Mode,
+    pub section: u32,
+    data: Option<Arc<Block>>,
+    shape: Vec<usize>,
+    /// Offset of the block's place in its array file, once it has one.
+    place: Option<u64>,
+    /// The disk copy (if any) is older than the memory copy.
+    dirty: bool,
+    last_use: u64,
+}
+
+impl Slot {
+    fn bytes(&self) -> usize {
+        self.shape.iter().product::<usize>() * 8
+    }
+}
+
+#[derive(Default)]
+struct ArrayBlocks {
+    blocks: HashMap<BlockKey, Slot>,
+    file: Option<(File, PathBuf)>,
+    file_len: u64,
+}
+
+pub struct BlockStore {
+    server: usize,
+    names: Vec<String>,
+    spill: Spill,
+    memory: usize,
+    arrays: Vec<ArrayBlocks>,
+    /// In-memory blocks by last use (least recent first).
+    lru: BTreeMap<u64, (u32, BlockKey)>,
+    clock: u64,
+    disk_used: u64,
+    pub stats: DiskStats,
+}
+
+impl BlockStore {
+    pub fn new(server: usize, names: Vec<String>, spill: Spill) -> BlockStore {
+        BlockStore {
+            server,
+            arrays: names.iter().map(|_| ArrayBlocks::default()).collect(),
+            names,
+            spill,
+            memory: 0,
+            lru: BTreeMap::new(),
+            clock: 0,
+            disk_used: 0,
+            stats: DiskStats::default(),
+        }
+    }
+
+    pub fn contains(&self, array: u32, key: &BlockKey) -> bool {
+        self.arrays[array as usize].blocks.contains_key(key)
+    }
+
+    pub fn slot_mut(&mut self, array: u32, key: &BlockKey) -> Option<&mut Slot> {
+        self.arrays[array as usize].blocks.get_mut(key)
+    }
+
+    /// Blocks held, in memory or on disk.
+    pub fn len(&self) -> usize {
+        self.arrays.iter().map(|a| a.blocks.len()).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn memory(&self) -> usize {
+        self.memory
+    }
+
+    fn text(&self, array: u32, key: &BlockKey) -> String {
+        let segs: Vec<String> = key.segments.iter().map(|v| v.to_string()).collect();
+        format!("{}[{}]", self.names[array as usize], segs.join(","))
+    }
+
+    fn touch(&mut self, array: u32, key: BlockKey) {
+        self.clock += 1;
+        let clock = self.clock;
+        if let Some(s) = self.arrays[array as usize].blocks.get_mut(&key) {
+            if s.data.is_some() {
+                self.lru.remove(&s.last_use);
+                self.lru.insert(clock, (array, key));
+            }
+            s.last_use = clock;
+        }
+    }
+
+    fn account(&mut self, delta_in: usize, delta_out: usize) {
+        self.memory = self.memory + delta_in - delta_out;
+        self.stats.peak_memory = self.stats.peak_memory.max(self.memory as u64);
+    }
+
+    /// Frees memory until `need` more bytes fit in the budget; `keep` is not evicted.
+    fn make_room(
+        &mut self,
+        need: usize,
+        keep: Option<(u32, BlockKey)>,
+        what: &dyn Fn() -> String,
+    ) -> Result<()> {
+        if need > self.spill.budget {
+            return Err(RuntimeError::input(format!(
+                "server {}: block {} needs {need} bytes but the server memory budget is {} bytes (give more with --server-memory)",
+                self.server,
+                what(),
+                self.spill.budget
+            )));
+        }
+        while self.memory + need > self.spill.budget {
+            let victim = self.lru.values().copied().find(|v| Some(*v) != keep);
+            let Some((array, key)) = victim else {
+                return Err(RuntimeError::input(format!(
+                    "server {}: no room for block {} ({need} bytes) within the server memory budget of {} bytes (give more with --server-memory)",
+                    self.server,
+                    what(),
+                    self.spill.budget
+                )));
+            };
+            self.evict(array, key)?;
+        }
+        Ok(())
+    }
+
+    /// Writes a block to its array file if the disk copy is missing or stale, then drops it
+    /// from memory. The memory copy is dropped only after the write succeeded.
+    fn evict(&mut self, array: u32, key: BlockKey) -> Result<()> {
+        let text = self.text(array, &key);
+        let a = &mut self.arrays[array as usize];
+        let Some(slot) = a.blocks.get_mut(&key) else {
+            return Err(RuntimeError::new(
+                "internal: evicting a block that is not held",
+            ));
+        };
+        let Some(data) = slot.data.clone() else {
+            return Ok(());
+        };
+        let bytes = slot.bytes();
+        if slot.dirty || slot.place.is_none() {
+            if a.file.is_none() {
+                std::fs::create_dir_all(&self.spill.dir).map_err(|e| {
+                    RuntimeError::input(format!(
+                        "server {}: cannot create scratch folder {}: {e}",
+                        self.server,
+                        self.spill.dir.display()
+                    ))
+                })?;
+                let path = self
+                    .spill
+                    .dir
+                    .join(format!("{}.arr", self.names[array as usize]));
+                let file = File::options()
+                    .read(true)
+                    .write(true)
+                    .create(true)
+                    .truncate(true)
+                    .open(&path)
+                    .map_err(|e| {
+                        RuntimeError::input(format!(
+                            "server {}: cannot create spill file {} for array {}: {e}",
+                            self.server,
+                            path.display(),
+                            self.names[array as usize]
+                        ))
+                    })?;
+                a.file = Some((file, path));
+            }
+            let place = match slot.place {
+                Some(p) => p,
+                None => {
+                    let p = a.file_len;
+                    if let Some(limit) = self.spill.disk_limit
+                        && self.disk_used + bytes as u64 > limit
+                    {
+                        let path = a
+                            .file
+                            .as_ref()
+                            .map(|f| f.1.display().to_string())
+                            .unwrap_or_default();
+                        return Err(RuntimeError::input(format!(
+                            "server {}: cannot spill block {text} of array {} to {path}: No space left on device (os error 28)",
+                            self.server, self.names[array as usize]
+                        )));
+                    }
+                    p
+                }
+            };
+            let (file, path) = a
+                .file
+                .as_ref()
+                .ok_or_else(|| RuntimeError::new("internal: spill file"))?;
+            let mut buf = Vec::with_capacity(bytes);
+            for v in &data.data {
+                buf.extend_from_slice(&v.to_le_bytes());
+            }
+            file.write_all_at(&buf, place).map_err(|e| {
+                RuntimeError::input(format!(
+                    "server {}: cannot spill block {text} of array {} to {}: {e}",
+                    self.server,
+                    self.names[array as usize],
+                    path.display()
+                ))
+            })?;
+            if slot.place.is_none() {
+                a.file_len += bytes as u64;
+                self.disk_used += bytes as u64;
+                slot.place = Some(place);
+            }
+            slot.dirty = false;
+            self.stats.bytes_written += bytes as u64;
+            self.stats.blocks_spilled += 1;
+        }
+        slot.data = None;
+        self.lru.remove(&slot.last_use);
+        self.account(0, bytes);
+        Ok(())
+    }
+
+    /// Reads a spilled block back into memory.
+    fn reload(&mut self, array: u32, key: BlockKey) -> Result<()> {
+        let text = self.text(array, &key);
+        let bytes = match self.arrays[array as usize].blocks.get(&key) {
+            Some(s) if s.data.is_none() => s.bytes(),
+            _ => return Ok(()),
+        };
+        self.make_room(bytes, Some((array, key)), &|| text.clone())?;
+        let block = self.read_disk(array, key)?;
+        if let Some(s) = self.arrays[array as usize].blocks.get_mut(&key) {
+            s.data = Some(Arc::new(block));
+            self.clock += 1;
+            s.last_use = self.clock;
+            self.lru.insert(self.clock, (array, key));
+        }
+        self.account(bytes, 0);
+        self.stats.blocks_reloaded += 1;
+        Ok(())
+    }
+
+    fn read_disk(&mut self, array: u32, key: BlockKey) -> Result<Block> {
+        let text = self.text(array, &key);
+        let a = &self.arrays[array as usize];
+        let slot = a
+            .blocks
+            .get(&key)
+            .ok_or_else(|| RuntimeError::new("internal: reading a block not held"))?;
+        let (Some(place), Some((file, path))) = (slot.place, a.file.as_ref()) else {
+            return Err(RuntimeError::new(
+                "internal: a block neither in memory nor on disk",
+            ));
+        };
+        let bytes = slot.bytes();
+        let mut buf = vec![0u8; bytes];
+        file.read_exact_at(&mut buf, place).map_err(|e| {
+            RuntimeError::input(format!(
+                "server {}: cannot read block {text} of array {} back from {} ({bytes} bytes at offset {place}; the file is shorter than expected?): {e}",
+                self.server,
+                self.names[array as usize],
+                path.display()
+            ))
+        })?;
+        let data = buf
+            .chunks_exact(8)
+            .map(|c| {
+                let mut a = [0u8; 8];
+                a.copy_from_slice(c);
+                f64::from_le_bytes(a)
+            })
+            .collect();
+        self.stats.bytes_read += bytes as u64;
+        Ok(Block {
+            shape: slot.shape.clone(),
+            data,
+        })
+    }
+
+    /// The block, from memory or read back from disk.
+    pub fn read(&mut self, array: u32, key: &BlockKey) -> Result<Arc<Block>> {
+        self.reload(array, *key)?;
+        self.touch(array, *key);
+        self.arrays[array as usize]
+            .blocks
+            .get(key)
+            .and_then(|s| s.data.clone())
+            .ok_or_else(|| RuntimeError::new("internal: block not in memory after reload"))
+    }
+
+    /// A copy of the block for a snapshot or a save, without keeping a spilled block in memory.
+    pub fn peek(&mut self, array: u32, key: &BlockKey) -> Result<Arc<Block>> {
+        match self.arrays[array as usize]
+            .blocks
+            .get(key)
+            .and_then(|s| s.data.clone())
+        {
+            Some(b) => Ok(b),
+            None => Ok(Arc::new(self.read_disk(array, *key)?)),
+        }
+    }
+
+    pub fn keys(&self, array: u32) -> Vec<BlockKey> {
+        self.arrays[array as usize].blocks.keys().copied().collect()
+    }
+
+    /// Room for an incoming put buffer of `bytes` (counted while the put is applied).
+    pub fn receive(&mut self, bytes: usize, what: &dyn Fn() -> String) -> Result<()> {
+        self.make_room(bytes, None, what)?;
+        self.account(bytes, 0);
+        Ok(())
+    }
+
+    /// The incoming buffer is gone (applied, or become the block).
+    pub fn received(&mut self, bytes: usize) {
+        self.account(0, bytes);
+    }
+
+    /// Replaces (or creates) a block with `block`; the data is newer than any disk copy.
+    pub fn replace(&mut self, array: u32, key: BlockKey, block: Block, section: u32) -> Result<()> {
+        let bytes = block.data.len() * 8;
+        let text = self.text(array, &key);
+        // The old memory copy goes first.
+        if let Some(s) = self.arrays[array as usize].blocks.get_mut(&key)
+            && let Some(old) = s.data.take()
+        {
+            self.lru.remove(&s.last_use);
+            self.account(0, old.data.len() * 8);
+        }
+        self.make_room(bytes, None, &|| text.clone())?;
+        self.clock += 1;
+        let clock = self.clock;
+        let a = &mut self.arrays[array as usize];
+        let slot = a.blocks.entry(key).or_insert_with(|| Slot {
+            mode: Mode::None,
+            section,
+            data: None,
+            shape: block.shape.clone(),
+            place: None,
+            dirty: true,
+            last_use: clock,
+        });
+        slot.shape = block.shape.clone();
+        slot.data = Some(Arc::new(block));
+        slot.dirty = true;
+        slot.last_use = clock;
+        self.lru.insert(clock, (array, key));
+        self.account(bytes, 0);
+        Ok(())
+    }
+
+    /// Updates a block in place (created zero-filled when absent).
+    pub fn update(
+        &mut self,
+        array: u32,
+        key: BlockKey,
+        shape: &[usize],
+        section: u32,
+        f: impl FnOnce(&mut Block) -> Result<()>,
+    ) -> Result<()> {
+        if !self.contains(array, &key) {
+            self.replace(array, key, Block::zeros(shape.to_vec()), section)?;
+        } else {
+            self.reload(array, key)?;
+        }
+        self.touch(array, key);
+        let slot = self.arrays[array as usize]
+            .blocks
+            .get_mut(&key)
+            .ok_or_else(|| RuntimeError::new("internal: updating a block not held"))?;
+        let data = slot
+            .data
+            .as_mut()
+            .ok_or_else(|| RuntimeError::new("internal: updating a block not in memory"))?;
+        slot.dirty = true;
+        f(Arc::make_mut(data))
+    }
+
+    /// Drops every block of an array and its file.
+    pub fn remove_array(&mut self, array: u32) {
+        let a = std::mem::take(&mut self.arrays[array as usize]);
+        for (_, s) in a.blocks {
+            if let Some(d) = s.data {
+                self.lru.remove(&s.last_use);
+                self.account(0, d.data.len() * 8);
+            }
+        }
+        if let Some((_, path)) = a.file {
+            let _ = std::fs::remove_file(path);
+            self.disk_used = self.disk_used.saturating_sub(a.file_len);
+        }
+    }
+
+    /// The end of the program: every file is removed.
+    pub fn clear(&mut self) {
+        for a in 0..self.arrays.len() {
+            self.remove_array(a as u32);
+        }
+        let _ = std::fs::remove_dir(&self.spill.dir);
+    }
+}
+
+impl Drop for BlockStore {
+    fn drop(&mut self) {
+        self.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::cluster::message::{Origin, Payload, ToServer, ToWorker};
+    use crate::server::blocks::Spill;
+    use crate::server::{Saved, Server};
+    use crate::store::BlockKey;
+    use proptest::prelude::*;
+    use sial_compiler::bytecode::PutOp;
+    use std::collections::HashMap;
+
+    #[derive(Debug, Clone)]
+    enum Step {
+        Put(u32, i32, PutOp, Option<Vec<f64>>, f64),
+        Get(u32, i32),
+        Delete(u32),
+        Barrier,
+    }
+
+    fn step() -> impl Strategy<Value = Step> {
+        let op = prop_oneof![
+            Just(PutOp::Replace),
+            Just(PutOp::Accumulate),
+            Just(PutOp::Scale)
+        ];
+        let data = proptest::option::of(proptest::collection::vec(-4.0f64..4.0, 4));
+        prop_oneof![
+            4 => (0u32..2, 1i32..=6, op, data, -2.0f64..2.0).prop_map(|(a, b, o, d, v)| Step::Put(a, b, o, d, v)),
+            4 => (0u32..2, 1i32..=6).prop_map(|(a, b)| Step::Get(a, b)),
+            1 => (0u32..2).prop_map(Step::Delete),
+            1 => Just(Step::Barrier),
+        ]
+    }
+
+    fn key(b: i32) -> BlockKey {
+        BlockKey {
+            segments: [b, 1, 1, 1, 1, 1],
+            parents: [0; 6],
+        }
+    }
+
+    proptest! {
+        /// Whatever a server with room for three blocks spills and reloads, every get returns
+        /// what a plain in-memory model holds.
+        #[test]
+        fn a_spilling_server_returns_what_memory_would(steps in proptest::collection::vec(step(), 1..80)) {
+            let dir = std::env::temp_dir().join(format!("sial-prop-{}-{:?}", std::process::id(), std::thread::current().id()));
+            let source = "sial p\nindex i = 1:6\ndistributed a[i]\ndistributed b[i]\nendsial p\n";
+            let c = sial_compiler::compile_source(std::path::Path::new("p.sial"), source.to_string(), &sial_compiler::Options::default());
+            let program = c.program.expect("program");
+            let spill = Spill { budget: 3 * 32, dir: dir.clone(), disk_limit: None };
+            let mut server = Server::new(&program, 0, spill);
+            let mut model: HashMap<(u32, i32), Vec<f64>> = HashMap::new();
+            let mut saved = Saved::new();
+            let mut section = 0;
+            for s in steps {
+                let from = Origin { worker: 0, section, line: 1 };
+                match s {
+                    Step::Put(a, b, op, data, v) => {
+                        let payload = match (&op, data) {
+                            (PutOp::Scale, _) | (_, None) => Payload::Scalar(v),
+                            (_, Some(d)) => Payload::Block(d),
+                        };
+                        let exists = model.contains_key(&(a, b));
+                        let r = server.handle(ToServer::Put { from, array: a, key: key(b), shape: vec![4], op, payload: payload.clone() }, &mut saved, &mut |_, _| Ok(()));
+                        if op == PutOp::Scale && !exists {
+                            prop_assert!(r.is_err());
+                            continue;
+                        }
+                        prop_assert!(r.is_ok(), "{:?}", r);
+                        let m = model.entry((a, b)).or_insert_with(|| vec![0.0; 4]);
+                        match (op, payload) {
+                            (PutOp::Replace, Payload::Block(d)) => *m = d,
+                            (PutOp::Replace, Payload::Scalar(v)) => *m = vec![v; 4],
+                            (PutOp::Accumulate, Payload::Block(d)) => m.iter_mut().zip(d).for_each(|(x, y)| *x += y),
+                            (PutOp::Accumulate, Payload::Scalar(v)) => m.iter_mut().for_each(|x| *x += v),
+                            (PutOp::Scale, _) => m.iter_mut().for_each(|x| *x *= v),
+                        }
+                    }
+                    Step::Get(a, b) => {
+                        let mut got = None;
+                        let r = server.handle(ToServer::Get { from, array: a, key: key(b) }, &mut saved, &mut |_, m| {
+                            if let ToWorker::Block { block, .. } = m {
+                                got = Some(block.data.clone());
+                            }
+                            Ok(())
+                        });
+                        match model.get(&(a, b)) {
+                            Some(want) => {
+                                prop_assert!(r.is_ok(), "{:?}", r);
+                                prop_assert_eq!(got.as_ref(), Some(want));
+                            }
+                            None => prop_assert!(r.is_err()),
+                        }
+                    }
+                    Step::Delete(a) => {
+                        server.handle(ToServer::Delete { from, array: a }, &mut saved, &mut |_, _| Ok(())).expect("delete");
+                        model.retain(|(x, _), _| *x != a);
+                    }
+                    Step::Barrier => section += 1,
+                }
+                prop_assert!(server.stats().disk.peak_memory <= 3 * 32);
+            }
+            drop(server);
+            prop_assert!(!dir.exists() || std::fs::read_dir(&dir).map(|d| d.count() == 0).unwrap_or(true));
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+    }
+}

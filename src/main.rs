@@ -322,6 +322,67 @@ fn ranks(workers: Option<usize>, servers: Option<usize>) -> Result<(usize, usize
     Ok((w, s))
 }
 
+/// Under `mpirun` (in a build with the `mpi` feature): the number of processes, from the
+/// launcher's environment (MPICH: PMI_SIZE, Open MPI: OMPI_COMM_WORLD_SIZE). A single process
+/// runs as usual.
+fn mpi_processes() -> Option<usize> {
+    if !cfg!(feature = "mpi") {
+        return None;
+    }
+    ["PMI_SIZE", "OMPI_COMM_WORLD_SIZE"]
+        .iter()
+        .find_map(|v| std::env::var(v).ok()?.trim().parse().ok())
+        .filter(|&p| p > 1)
+}
+
+/// Workers and servers of an MPI job of `processes` ranks: SIAL-SPEC §7.2's default split, or
+/// the options, which must account for every process.
+fn mpi_ranks(
+    processes: usize,
+    workers: Option<usize>,
+    servers: Option<usize>,
+) -> Result<(usize, usize), String> {
+    let (w, s) = match (workers, servers) {
+        (None, None) => sial_interpreter::cluster::default_split(processes),
+        (Some(w), Some(s)) => (w, s),
+        (Some(w), None) => (w, processes.saturating_sub(w)),
+        (None, Some(s)) => (processes.saturating_sub(s), s),
+    };
+    if w + s != processes || w == 0 || s == 0 {
+        return Err(format!(
+            "--workers {w} --servers {s} do not fit the {processes} MPI processes: under mpirun, workers + servers must equal the number of processes, with at least one of each"
+        ));
+    }
+    Ok((w, s))
+}
+
+#[cfg(feature = "mpi")]
+fn run_mpi(
+    programs: &[bytecode::Program],
+    setup: &sial_interpreter::setup::Setup,
+    registry: &sial_interpreter::specials::Registry,
+    out: &mut (dyn std::io::Write + Send),
+    options: &sial_interpreter::job::Options,
+    done: impl FnMut(&sial_interpreter::worker::FinalState<'_>),
+) -> Result<Option<sial_interpreter::job::Report>, sial_interpreter::error::RuntimeError> {
+    sial_interpreter::cluster::mpi::run(programs, setup, registry, out, options, done)
+}
+
+#[cfg(not(feature = "mpi"))]
+fn run_mpi(
+    _: &[bytecode::Program],
+    _: &sial_interpreter::setup::Setup,
+    _: &sial_interpreter::specials::Registry,
+    _: &mut (dyn std::io::Write + Send),
+    _: &sial_interpreter::job::Options,
+    _: impl FnMut(&sial_interpreter::worker::FinalState<'_>),
+) -> Result<Option<sial_interpreter::job::Report>, sial_interpreter::error::RuntimeError> {
+    // `mpi_processes` is None without the feature.
+    Err(sial_interpreter::error::RuntimeError::new(
+        "this sial was built without MPI (cargo build --features mpi)",
+    ))
+}
+
 fn is_setup_file(p: &Path) -> bool {
     p.extension().is_some_and(|e| e == "toml" || e == "json")
 }
@@ -332,7 +393,12 @@ fn run_job(args: RunArgs) -> ExitCode {
         eprintln!("sial: error: {msg}");
         ExitCode::from(1)
     };
-    let (workers, servers) = match ranks(args.workers, args.servers) {
+    let mpi = mpi_processes();
+    let split = match mpi {
+        Some(p) => mpi_ranks(p, args.workers, args.servers),
+        None => ranks(args.workers, args.servers),
+    };
+    let (workers, servers) = match split {
         Ok(r) => r,
         Err(e) => return fail(e),
     };
@@ -417,12 +483,28 @@ fn run_job(args: RunArgs) -> ExitCode {
         keep_scratch: args.keep_scratch,
         scratch_limit,
     };
-    let result =
-        sial_interpreter::job::run(&compiled, &setup, &registry, &mut out, &options, |state| {
-            if args.dump.is_some() {
-                dumped.push(sial_interpreter::dump::program(state));
-            }
-        });
+    let mut collect = |state: &sial_interpreter::worker::FinalState<'_>| {
+        if args.dump.is_some() {
+            dumped.push(sial_interpreter::dump::program(state));
+        }
+    };
+    let result = if mpi.is_some() {
+        match run_mpi(
+            &compiled,
+            &setup,
+            &registry,
+            &mut out,
+            &options,
+            &mut collect,
+        ) {
+            // Another rank than 0: rank 0 reports and writes the files.
+            Ok(None) => return ExitCode::SUCCESS,
+            Ok(Some(report)) => Ok(report),
+            Err(e) => Err(e),
+        }
+    } else {
+        sial_interpreter::job::run(&compiled, &setup, &registry, &mut out, &options, collect)
+    };
     let _ = out.flush();
     drop(out);
     if let Some(path) = &args.dump {

@@ -3,9 +3,9 @@
 //! done in the same order, within 1e-12 relative where sums are accumulated in another order.
 //! Values a program declares `# per-worker:` (partial sums of one worker before a collective,
 //! local arrays filled in a pardo) are worker 0's share and are not compared. Each run also
-//! checks the program's `# expect:` values and `# expect-error:` messages. When
-//! `SIAL_MPIRUN` names an mpirun and the binary was built with `--features mpi`, the same
-//! comparisons run under `mpirun -n 2, 3, 5`.
+//! checks the program's `# expect:` values and `# expect-error:` messages. Built with
+//! `--features mpi`, the same comparisons run under `mpirun -n 2, 3, 5` (`mpirun` from the
+//! PATH, or the one `SIAL_MPIRUN` names).
 
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
@@ -267,4 +267,67 @@ fn threads_give_the_dump_of_one_process() {
             ),
         ],
     );
+}
+
+/// `mpirun -n N <sial>`, with what Open MPI needs to run as root and on fewer cores.
+#[cfg(feature = "mpi")]
+fn mpirun(n: usize) -> Vec<String> {
+    let program = std::env::var("SIAL_MPIRUN").unwrap_or_else(|_| "mpirun".into());
+    let version = Command::new(&program)
+        .arg("--version")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default();
+    let mut launcher = vec![program, "-n".into(), n.to_string()];
+    if version.contains("Open MPI") {
+        launcher.push("--allow-run-as-root".into());
+        launcher.push("--oversubscribe".into());
+    }
+    launcher.push(env!("CARGO_BIN_EXE_sial").into());
+    launcher
+}
+
+#[cfg(feature = "mpi")]
+#[test]
+fn mpi_gives_the_dump_of_one_process() {
+    for n in [2, 3, 5] {
+        let label = format!("(mpirun -n {n})");
+        check_configs(&mpirun(n), &[(label.as_str(), vec![])]);
+    }
+}
+
+/// A rank that dies (as a killed process would) ends the whole MPI job promptly with a
+/// failure status, whichever role it had.
+#[cfg(feature = "mpi")]
+#[test]
+fn mpi_job_stops_when_a_rank_dies() {
+    use std::time::{Duration, Instant};
+    for fault in ["server:0", "worker:1"] {
+        let launcher = mpirun(3);
+        let started = Instant::now();
+        let mut child = Command::new(&launcher[0])
+            .args(&launcher[1..])
+            .args(["run", "programs/water/mp2.sial", "--quiet"])
+            .args(["--inject-fault", fault])
+            .current_dir(root())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start mpirun");
+        let status = loop {
+            if let Some(status) = child.try_wait().expect("wait for mpirun") {
+                break status;
+            }
+            if started.elapsed() > Duration::from_secs(20) {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("--inject-fault {fault}: the job still ran after 20 s");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        assert!(
+            !status.success(),
+            "--inject-fault {fault}: the job succeeded"
+        );
+    }
 }

@@ -56,7 +56,7 @@ pub struct Options {
 
 impl Options {
     /// This job's scratch folder.
-    fn scratch(&self) -> PathBuf {
+    pub(crate) fn scratch(&self) -> PathBuf {
         self.scratch_dir
             .clone()
             .unwrap_or_else(|| self.work_dir.clone())
@@ -73,7 +73,7 @@ impl Options {
     }
 
     /// The scratch folder must exist and be writable before anything is spilled there.
-    fn check_scratch(&self) -> Result<()> {
+    pub(crate) fn check_scratch(&self) -> Result<()> {
         let Some(dir) = &self.scratch_dir else {
             return Ok(());
         };
@@ -114,7 +114,7 @@ impl Default for Options {
     }
 }
 
-struct ScratchGuard(Option<PathBuf>);
+pub(crate) struct ScratchGuard(pub(crate) Option<PathBuf>);
 
 impl Drop for ScratchGuard {
     fn drop(&mut self) {
@@ -130,8 +130,10 @@ pub struct Report {
     pub wall: Duration,
     /// Per worker, over all programs.
     pub workers: Vec<WorkerStats>,
-    /// Per server, over all programs.
+    /// Per server, over all programs (in one process: the server the worker holds).
     pub servers: Vec<ServerStats>,
+    /// One process, no server ranks (`--workers 1 --servers 0`).
+    pub single_process: bool,
 }
 
 /// Runs every program of a job; `done` sees each program's final state on worker 0.
@@ -151,30 +153,7 @@ pub fn run(
     } else {
         Some(options.scratch())
     });
-    let resume = match &options.restart {
-        Some(dir) => {
-            let c = dir.read_worker()?;
-            if c.servers != options.servers {
-                return Err(RuntimeError::input(format!(
-                    "job {} ran with {} server(s); restart it with --servers {} (the saved arrays are split among that many servers)",
-                    dir.id, c.servers, c.servers
-                )));
-            }
-            if c.completed > programs.len() {
-                return Err(RuntimeError::input(format!(
-                    "job {} completed {} programs but this job has only {}: restart it with the same programs",
-                    dir.id,
-                    c.completed,
-                    programs.len()
-                )));
-            }
-            c
-        }
-        None => WorkerCheckpoint {
-            servers: options.servers,
-            ..WorkerCheckpoint::default()
-        },
-    };
+    let resume = resume_point(programs, options)?;
     let resume = &resume;
     let mut report = if options.servers == 0 {
         if options.workers != 1 {
@@ -197,6 +176,34 @@ pub fn run(
     Ok(report)
 }
 
+/// Where the job starts: the checkpoint of an earlier run (`--restart`), or the beginning.
+pub(crate) fn resume_point(programs: &[Program], options: &Options) -> Result<WorkerCheckpoint> {
+    Ok(match &options.restart {
+        Some(dir) => {
+            let c = dir.read_worker()?;
+            if c.servers != options.servers {
+                return Err(RuntimeError::input(format!(
+                    "job {} ran with {} server(s); restart it with --servers {} (the saved arrays are split among that many servers)",
+                    dir.id, c.servers, c.servers
+                )));
+            }
+            if c.completed > programs.len() {
+                return Err(RuntimeError::input(format!(
+                    "job {} completed {} programs but this job has only {}: restart it with the same programs",
+                    dir.id,
+                    c.completed,
+                    programs.len()
+                )));
+            }
+            c
+        }
+        None => WorkerCheckpoint {
+            servers: options.servers,
+            ..WorkerCheckpoint::default()
+        },
+    })
+}
+
 fn solo(
     programs: &[Program],
     setup: &Setup,
@@ -214,6 +221,7 @@ fn solo(
     let mut report = Report {
         workers: vec![WorkerStats::default()],
         servers: vec![ServerStats::default()],
+        single_process: true,
         ..Report::default()
     };
     for (i, program) in programs.iter().enumerate().skip(resume.completed) {
@@ -240,7 +248,7 @@ fn solo(
 
 /// One program on one worker; returns the worker's figures and (worker 0) the servers'.
 #[allow(clippy::too_many_arguments)]
-fn run_program(
+pub(crate) fn run_program(
     program: &Program,
     setup: &Setup,
     registry: &Registry,
@@ -267,7 +275,7 @@ fn run_program(
     Ok((worker.stats(), std::mem::take(&mut worker.server_stats)))
 }
 
-fn checkpoint_worker(
+pub(crate) fn checkpoint_worker(
     dir: &JobDir,
     completed: usize,
     servers: usize,
@@ -280,7 +288,7 @@ fn checkpoint_worker(
     })
 }
 
-fn add_servers(total: &mut Vec<ServerStats>, more: &[ServerStats]) {
+pub(crate) fn add_servers(total: &mut Vec<ServerStats>, more: &[ServerStats]) {
     if total.len() < more.len() {
         total.resize(more.len(), ServerStats::default());
     }
@@ -300,7 +308,7 @@ fn add_servers(total: &mut Vec<ServerStats>, more: &[ServerStats]) {
 }
 
 /// Text of a panic payload.
-fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
+pub(crate) fn panic_text(p: &(dyn std::any::Any + Send)) -> String {
     p.downcast_ref::<&str>()
         .map(|s| s.to_string())
         .or_else(|| p.downcast_ref::<String>().cloned())

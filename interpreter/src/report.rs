@@ -11,13 +11,20 @@ fn mib(bytes: u64) -> f64 {
 /// The summary printed at the end of a run.
 pub fn summary(r: &Report) -> String {
     let wall = r.wall.as_secs_f64();
+    let servers = if r.single_process {
+        "no server ranks (the worker holds the arrays)".to_string()
+    } else {
+        format!(
+            "{} server{}",
+            r.servers.len(),
+            if r.servers.len() == 1 { "" } else { "s" }
+        )
+    };
     let mut s = format!(
-        "sial: {:.3} s wall, {} worker{}, {} server{}\n",
+        "sial: {:.3} s wall, {} worker{}, {servers}\n",
         wall,
         r.workers.len(),
         if r.workers.len() == 1 { "" } else { "s" },
-        r.servers.len(),
-        if r.servers.len() == 1 { "" } else { "s" },
     );
     s.push_str("  worker  compute s  wait-blocks s  barrier s   msgs out    MiB out    MiB in  fetched  cached-hits  evicted\n");
     for (i, w) in r.workers.iter().enumerate() {

@@ -6,6 +6,8 @@
 pub mod abort;
 pub mod local;
 pub mod message;
+#[cfg(feature = "mpi")]
+pub mod mpi;
 pub mod solo;
 
 pub use abort::Abort;

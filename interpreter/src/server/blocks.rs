@@ -146,13 +146,15 @@ impl BlockStore {
         self.stats.peak_memory = self.stats.peak_memory.max(self.memory as u64);
     }
 
-    /// Frees memory until `need` more bytes fit in the budget; `keep` is not evicted.
+    /// Frees memory until `need` more bytes fit in the budget; `keep` is not evicted. Returns
+    /// the buffer of an evicted block of exactly `need` bytes, if one was freed, for reuse.
     fn make_room(
         &mut self,
         need: usize,
         keep: Option<(u32, BlockKey)>,
         what: &dyn Fn() -> String,
-    ) -> Result<()> {
+    ) -> Result<Option<Vec<f64>>> {
+        let mut reusable = None;
         if need > self.spill.budget {
             return Err(RuntimeError::input(format!(
                 "server {}: block {} needs {need} bytes but the server memory budget is {} bytes (give more with --server-memory)",
@@ -171,14 +173,18 @@ impl BlockStore {
                     self.spill.budget
                 )));
             };
-            self.evict(array, key)?;
+            let freed = self.evict(array, key)?;
+            if reusable.is_none() && freed.as_ref().is_some_and(|b| b.len() * 8 == need) {
+                reusable = freed;
+            }
         }
-        Ok(())
+        Ok(reusable)
     }
 
     /// Writes a block to its array file if the disk copy is missing or stale, then drops it
-    /// from memory. The memory copy is dropped only after the write succeeded.
-    fn evict(&mut self, array: u32, key: BlockKey) -> Result<()> {
+    /// from memory. The memory copy is dropped only after the write succeeded. Returns its
+    /// buffer when nobody else shares it.
+    fn evict(&mut self, array: u32, key: BlockKey) -> Result<Option<Vec<f64>>> {
         let text = self.text(array, &key);
         let a = &mut self.arrays[array as usize];
         let Some(slot) = a.blocks.get_mut(&key) else {
@@ -187,7 +193,7 @@ impl BlockStore {
             ));
         };
         let Some(data) = slot.data.clone() else {
-            return Ok(());
+            return Ok(None);
         };
         let bytes = slot.bytes();
         if slot.dirty || slot.place.is_none() {
@@ -243,18 +249,16 @@ impl BlockStore {
                 .file
                 .as_ref()
                 .ok_or_else(|| RuntimeError::new("internal: spill file"))?;
-            let mut buf = Vec::with_capacity(bytes);
-            for v in &data.data {
-                buf.extend_from_slice(&v.to_le_bytes());
-            }
-            file.write_all_at(&buf, place).map_err(|e| {
-                RuntimeError::input(format!(
-                    "server {}: cannot spill block {text} of array {} to {}: {e}",
-                    self.server,
-                    self.names[array as usize],
-                    path.display()
-                ))
-            })?;
+            // Scratch files are read back by the same process: native byte order, no copy.
+            file.write_all_at(bytemuck::cast_slice(&data.data), place)
+                .map_err(|e| {
+                    RuntimeError::input(format!(
+                        "server {}: cannot spill block {text} of array {} to {}: {e}",
+                        self.server,
+                        self.names[array as usize],
+                        path.display()
+                    ))
+                })?;
             if slot.place.is_none() {
                 a.file_len += bytes as u64;
                 self.disk_used += bytes as u64;
@@ -267,7 +271,7 @@ impl BlockStore {
         slot.data = None;
         self.lru.remove(&slot.last_use);
         self.account(0, bytes);
-        Ok(())
+        Ok(Arc::try_unwrap(data).ok().map(|b| b.data))
     }
 
     /// Reads a spilled block back into memory.
@@ -277,8 +281,8 @@ impl BlockStore {
             Some(s) if s.data.is_none() => s.bytes(),
             _ => return Ok(()),
         };
-        self.make_room(bytes, Some((array, key)), &|| text.clone())?;
-        let block = self.read_disk(array, key)?;
+        let buffer = self.make_room(bytes, Some((array, key)), &|| text.clone())?;
+        let block = self.read_disk(array, key, buffer)?;
         if let Some(s) = self.arrays[array as usize].blocks.get_mut(&key) {
             s.data = Some(Arc::new(block));
             self.clock += 1;
@@ -290,7 +294,8 @@ impl BlockStore {
         Ok(())
     }
 
-    fn read_disk(&mut self, array: u32, key: BlockKey) -> Result<Block> {
+    /// Reads a block from its file, into `buffer` when one of the right size is given.
+    fn read_disk(&mut self, array: u32, key: BlockKey, buffer: Option<Vec<f64>>) -> Result<Block> {
         let text = self.text(array, &key);
         let a = &self.arrays[array as usize];
         let slot = a
@@ -303,8 +308,8 @@ impl BlockStore {
             ));
         };
         let bytes = slot.bytes();
-        let mut buf = vec![0u8; bytes];
-        file.read_exact_at(&mut buf, place).map_err(|e| {
+        let mut data = buffer.unwrap_or_else(|| vec![0f64; bytes / 8]);
+        file.read_exact_at(bytemuck::cast_slice_mut(&mut data), place).map_err(|e| {
             RuntimeError::input(format!(
                 "server {}: cannot read block {text} of array {} back from {} ({bytes} bytes at offset {place}; the file is shorter than expected?): {e}",
                 self.server,
@@ -312,14 +317,6 @@ impl BlockStore {
                 path.display()
             ))
         })?;
-        let data = buf
-            .chunks_exact(8)
-            .map(|c| {
-                let mut a = [0u8; 8];
-                a.copy_from_slice(c);
-                f64::from_le_bytes(a)
-            })
-            .collect();
         self.stats.bytes_read += bytes as u64;
         Ok(Block {
             shape: slot.shape.clone(),
@@ -346,7 +343,7 @@ impl BlockStore {
             .and_then(|s| s.data.clone())
         {
             Some(b) => Ok(b),
-            None => Ok(Arc::new(self.read_disk(array, *key)?)),
+            None => Ok(Arc::new(self.read_disk(array, *key, None)?)),
         }
     }
 
@@ -356,7 +353,7 @@ impl BlockStore {
 
     /// Room for an incoming put buffer of `bytes` (counted while the put is applied).
     pub fn receive(&mut self, bytes: usize, what: &dyn Fn() -> String) -> Result<()> {
-        self.make_room(bytes, None, what)?;
+        drop(self.make_room(bytes, None, what)?);
         self.account(bytes, 0);
         Ok(())
     }
@@ -377,7 +374,7 @@ impl BlockStore {
             self.lru.remove(&s.last_use);
             self.account(0, old.data.len() * 8);
         }
-        self.make_room(bytes, None, &|| text.clone())?;
+        drop(self.make_room(bytes, None, &|| text.clone())?);
         self.clock += 1;
         let clock = self.clock;
         let a = &mut self.arrays[array as usize];

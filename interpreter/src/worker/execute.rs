@@ -324,7 +324,7 @@ impl Worker<'_> {
 
 impl Context for Worker<'_> {
     fn worker_rank(&self) -> usize {
-        0
+        self.rank
     }
 
     fn line(&self) -> u32 {

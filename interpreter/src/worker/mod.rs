@@ -117,7 +117,13 @@ impl<'a> Worker<'a> {
                 ArrayKind::Static => {
                     let shape: Vec<usize> = a.dims.iter().map(|&d| layout.full_extent(d)).collect();
                     let block = if a.predefined {
-                        predefined_array(setup, &a.name, &shape, &mut std::io::stderr())?
+                        // Warnings come from worker 0 only.
+                        let mut warnings: Box<dyn Write> = if link.rank() == 0 {
+                            Box::new(std::io::stderr())
+                        } else {
+                            Box::new(std::io::sink())
+                        };
+                        predefined_array(setup, &a.name, &shape, &mut warnings)?
                     } else {
                         Block::zeros(shape)
                     };

@@ -183,3 +183,54 @@ fn spill_errors_name_the_server_the_array_and_the_path() {
     assert!(kept, "--keep-scratch keeps the spill files");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Under mpirun (MPICH: `mpirun -n 4`, 2 workers and 2 server processes) the spilled run
+/// gives the dump of the unlimited one.
+#[cfg(feature = "mpi")]
+#[test]
+fn mpi_servers_spill_without_changing_the_dump() {
+    let dir = temp("mpi");
+    let program = std::env::var("SIAL_MPIRUN").unwrap_or_else(|_| "mpirun".into());
+    let run = |extra: &[&str], dump: &str| {
+        let out = Command::new(&program)
+            .args(["-n", "4"])
+            .arg(env!("CARGO_BIN_EXE_sial"))
+            .arg("run")
+            .arg(root().join("tests/spill/spill_job.sial"))
+            .args([
+                "--workers",
+                "2",
+                "--servers",
+                "2",
+                "--quiet",
+                "--dump",
+                dump,
+            ])
+            .args(extra)
+            .current_dir(&dir)
+            .output()
+            .expect("mpirun");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        json(&dir.join(dump))
+    };
+    let free = run(&[], "free.json");
+    let tight = run(
+        &["--server-memory", "4M", "--stats", "stats.json"],
+        "tight.json",
+    );
+    assert_eq!(free, tight, "spilling under MPI changed a value");
+    assert_eq!(
+        free["programs"][0]["scalars"]["total"].as_f64(),
+        Some(expected_total())
+    );
+    let stats = json(&dir.join("stats.json"));
+    for s in stats["servers"].as_array().expect("servers") {
+        assert!(s["disk"]["peak_memory_bytes"].as_u64() <= Some(4 << 20));
+        assert!(s["disk"]["blocks_spilled"].as_u64() > Some(0));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

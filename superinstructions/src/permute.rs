@@ -13,7 +13,11 @@
 //! 2. if the first dimension is still stride-1 in both, copies contiguous runs;
 //! 3. otherwise tiles the two dimensions that are fastest in the source and in the destination,
 //!    so each tile of source and destination stays in L1 while it is transposed, and loops over
-//!    the remaining dimensions outside the tiles.
+//!    the remaining dimensions outside the tiles;
+//! 4. when the row strides of a tile are such that its rows share a few L1 sets (strides near
+//!    multiples of 4 KiB, i.e. power-of-two extents such as 32⁴ or 1024²), each tile is staged
+//!    through a small contiguous buffer so that both the source reads and the destination writes
+//!    are whole contiguous rows (see [`transpose_tiles_staged`]).
 
 use crate::error::{KernelError, Role};
 use crate::labels::{Operand, OperandMut, permutation_from_labels};
@@ -209,17 +213,28 @@ fn run<S: Store>(dst: &mut [f64], src: &[f64], loops: &Loops, st: S) {
             n_outer += 1;
         }
     }
-    for_each_offset(&outer[..n_outer], |doff, soff| {
-        transpose_tiles(dst, doff, src, soff, a, b, st);
-    });
+    let (ta, tb) = (tile_len(a.n), tile_len(b.n));
+    // Only the source side matters: the direct path writes each destination row as one
+    // contiguous run, finishing its lines at once, but reads the tile's source rows element by
+    // element, so one line of each of the `ta` source rows must stay in L1 for the whole tile.
+    if set_conflicts(a.ss, ta) {
+        let mut buf = vec![0.0; ta * tb];
+        for_each_offset(&outer[..n_outer], |doff, soff| {
+            transpose_tiles_staged(dst, doff, src, soff, a, b, &mut buf, st);
+        });
+    } else {
+        for_each_offset(&outer[..n_outer], |doff, soff| {
+            transpose_tiles(dst, doff, src, soff, a, b, st);
+        });
+    }
 }
 
-/// Tile edge in elements: a 32×32 tile of f64 is 8 KiB per array, so source and destination
-/// tiles fit in L1 together.
+/// Tile edge in elements: a 32×32 tile of f64 is 8 KiB per array, so the source tile, the
+/// destination tile and the staging buffer fit in L1 together.
 const TILE: usize = 32;
 
-/// Extents up to this are not split: a 48×48 tile pair (2×18 KiB) still fits in L1, and
-/// small blocks (segments are typically 10–60) then need no tile bookkeeping at all.
+/// Extents up to this are not split: a 48×48 tile (18 KiB) still fits in L1, and small blocks
+/// (segments are typically 10–60) then need no tile bookkeeping at all.
 const WHOLE: usize = 48;
 
 /// Splits `n` into tiles of at most `TILE`, balanced so no tile is a tiny remainder.
@@ -231,8 +246,27 @@ fn tile_len(n: usize) -> usize {
     n.div_ceil(tiles)
 }
 
+/// Whether `rows` rows `stride` elements apart crowd into few L1 sets: the L1 (48 KiB,
+/// 12-way, 64-byte lines) has 64 sets, so addresses 4 KiB apart share a set. Counts how many
+/// rows start in each set; more than 4 (the direct transpose keeps a line of every source row
+/// of the tile live, and the ways are shared with the destination and the rest) means it would
+/// thrash.
+fn set_conflicts(stride: usize, rows: usize) -> bool {
+    const SETS: usize = 64;
+    let mut count = [0u8; SETS];
+    for r in 0..rows.min(WHOLE) {
+        let set = (r * stride * 8 / 64) % SETS;
+        count[set] += 1;
+        if count[set] > 4 {
+            return true;
+        }
+    }
+    false
+}
+
 /// 2-D transpose of the `a × b` sub-array at (`doff`, `soff`): `a` is stride-1 in the
-/// destination, `b` is stride-1 in the source.
+/// destination, `b` is stride-1 in the source; each tile is transposed directly from source to
+/// destination. Used when the row strides spread the tile's rows over the L1 sets.
 fn transpose_tiles<S: Store>(
     dst: &mut [f64],
     doff: usize,
@@ -250,23 +284,74 @@ fn transpose_tiles<S: Store>(
             let ea = (ja + ta).min(a.n);
             for ib in jb..eb {
                 let d0 = doff + ib * b.ds;
-                let row = &mut dst[d0 + ja..d0 + ea];
-                // Source elements are `a.ss` apart. Walking `chunks_exact(a.ss)` and taking the
-                // first element of each chunk compiles to a loop without per-element bounds
-                // checks (about half the instructions of `step_by`); the last element is done
-                // separately because its chunk would run past the data.
                 let s0 = soff + ib + ja * a.ss;
-                let Some((last, head)) = row.split_last_mut() else {
-                    continue;
-                };
-                let s_last = s0 + head.len() * a.ss;
-                for (d, chunk) in head.iter_mut().zip(src[s0..s_last].chunks_exact(a.ss)) {
-                    st.store(d, chunk[0]);
-                }
-                st.store(last, src[s_last]);
+                strided_store(&mut dst[d0 + ja..d0 + ea], &src[s0..], a.ss, st);
             }
         }
     }
+}
+
+/// [`transpose_tiles`] through a staging buffer, for row strides that map the tile's rows into
+/// few cache sets (power-of-two extents). `buf` is scratch space of at least
+/// `tile_len(a.n) * tile_len(b.n)` elements.
+///
+/// Each tile goes through `buf`: first the tile's source rows are copied into it (contiguous
+/// reads, every source cache line used whole at once), then the destination rows are written
+/// from it (contiguous writes, every destination line produced whole at once); only the
+/// strided gather happens inside `buf`, which is contiguous and so free of cache-set
+/// conflicts. Transposing straight from source to destination instead keeps one partial line
+/// of each of the up to 2×48 rows live for the whole tile, and when the row strides are
+/// multiples of 4 KiB (power-of-two extents: 32⁴ rows are 256 KiB apart) all those lines fall
+/// into the same L1 (and L2) set, are evicted and re-fetched for every element: 32⁴ ran 2.5x
+/// slower than 31⁴ (docs/benchmarks.md, "Permute kernel, second version"). Staging costs an
+/// extra in-L1 copy, so it is only used when [`set_conflicts`] says the direct path thrashes.
+#[allow(clippy::too_many_arguments)]
+fn transpose_tiles_staged<S: Store>(
+    dst: &mut [f64],
+    doff: usize,
+    src: &[f64],
+    soff: usize,
+    a: Loop,
+    b: Loop,
+    buf: &mut [f64],
+    st: S,
+) {
+    let ta = tile_len(a.n);
+    let tb = tile_len(b.n);
+    for jb in (0..b.n).step_by(tb) {
+        let nb = tb.min(b.n - jb);
+        for ja in (0..a.n).step_by(ta) {
+            let na = ta.min(a.n - ja);
+            let tile = &mut buf[..na * nb];
+            // Gather: tile[i * nb + k] = src(a = ja + i, b = jb + k).
+            let s0 = soff + jb + ja * a.ss;
+            for (i, row) in tile.chunks_exact_mut(nb).enumerate() {
+                row.copy_from_slice(&src[s0 + i * a.ss..][..nb]);
+            }
+            // Scatter: destination row k (b = jb + k) is column k of the tile.
+            let d0 = doff + ja + jb * b.ds;
+            for k in 0..nb {
+                let out = &mut dst[d0 + k * b.ds..][..na];
+                strided_store(out, &tile[k..], nb, st);
+            }
+        }
+    }
+}
+
+/// `out[i] = s[i * stride]` (through `st`), for `s.len() > (out.len() - 1) * stride`.
+#[inline(always)]
+fn strided_store<S: Store>(out: &mut [f64], s: &[f64], stride: usize, st: S) {
+    // Taking the first element of each `chunks_exact(stride)` compiles to a loop without
+    // per-element bounds checks (about half the instructions of `step_by`); the last element is
+    // done separately because its chunk may run past the data.
+    let Some((last, head)) = out.split_last_mut() else {
+        return;
+    };
+    let s_last = head.len() * stride;
+    for (d, chunk) in head.iter_mut().zip(s[..s_last].chunks_exact(stride)) {
+        st.store(d, chunk[0]);
+    }
+    st.store(last, s[s_last]);
 }
 
 /// Calls `f(dst_offset, src_offset)` for every point of the loop nest (loop 0 fastest).
@@ -454,6 +539,51 @@ mod tests {
         let loops = plan(s.len(), &s, s.len(), &s, &[0, 1, 2, 3])?;
         assert_eq!(loops.len, 1);
         Ok(())
+    }
+
+    #[test]
+    fn staging_is_chosen_for_power_of_two_strides() -> Result<(), KernelError> {
+        // 32^4 [3,2,1,0]: rows 256 KiB apart all share one set; 31^4: spread out.
+        assert!(set_conflicts(32 * 32 * 32, 32));
+        assert!(!set_conflicts(16, 32));
+        assert!(set_conflicts(1024, 32));
+        assert!(!set_conflicts(31 * 31 * 31, 31));
+        assert!(!set_conflicts(32, 32));
+        // Both paths, with ragged tiles (extents above WHOLE are split into tiles).
+        check_one(&[32, 32, 8, 16], &[3, 2, 1, 0], 11)?;
+        check_one(&[64, 3, 64], &[2, 1, 0], 12)?;
+        check_one(&[100, 512], &[1, 0], 13)?;
+        check_one(&[512, 100], &[1, 0], 14)?;
+        check_one(&[8, 1, 16, 2, 32], &[4, 2, 0, 3, 1], 15)?;
+        Ok(())
+    }
+
+    /// Extents for the large property test: 1, small odd sizes, powers of two (which take the
+    /// staged path) and sizes just around tile edges.
+    fn big_shape_and_perm() -> impl Strategy<Value = (Vec<usize>, Vec<usize>)> {
+        let extent =
+            prop::sample::select(vec![1usize, 2, 3, 5, 7, 8, 9, 16, 17, 31, 32, 33, 49, 64]);
+        (1..=6usize)
+            .prop_flat_map(move |rank| {
+                (
+                    proptest::collection::vec(extent.clone(), rank),
+                    Just((0..rank).collect::<Vec<usize>>()).prop_shuffle(),
+                )
+            })
+            .prop_filter("at most 200k elements", |(ext, _)| {
+                ext.iter().product::<usize>() <= 200_000
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(128))]
+        #[test]
+        fn permute_and_add_match_naive_on_big_shapes(
+            (ext, perm) in big_shape_and_perm(),
+            seed in 0u64..1000,
+        ) {
+            prop_assert!(check_one(&ext, &perm, seed).is_ok());
+        }
     }
 
     fn shape_and_perm() -> impl Strategy<Value = (Vec<usize>, Vec<usize>)> {

@@ -248,16 +248,16 @@ fn tile_len(n: usize) -> usize {
 
 /// Whether `rows` rows `stride` elements apart crowd into few L1 sets: the L1 (48 KiB,
 /// 12-way, 64-byte lines) has 64 sets, so addresses 4 KiB apart share a set. Counts how many
-/// rows start in each set; more than 4 (the direct transpose keeps a line of every source row
-/// of the tile live, and the ways are shared with the destination and the rest) means it would
-/// thrash.
+/// rows start in each set; more than 8 of the 12 ways (the direct transpose keeps a line of
+/// every source row of the tile live, and the ways are shared with the destination rows) means
+/// it would thrash. Measured: 16 rows 2 KiB apart (8 per set) are still faster direct.
 fn set_conflicts(stride: usize, rows: usize) -> bool {
     const SETS: usize = 64;
     let mut count = [0u8; SETS];
     for r in 0..rows.min(WHOLE) {
         let set = (r * stride * 8 / 64) % SETS;
         count[set] += 1;
-        if count[set] > 4 {
+        if count[set] > 8 {
             return true;
         }
     }
@@ -546,6 +546,7 @@ mod tests {
         // 32^4 [3,2,1,0]: rows 256 KiB apart all share one set; 31^4: spread out.
         assert!(set_conflicts(32 * 32 * 32, 32));
         assert!(!set_conflicts(16, 32));
+        assert!(!set_conflicts(256, 16));
         assert!(set_conflicts(1024, 32));
         assert!(!set_conflicts(31 * 31 * 31, 31));
         assert!(!set_conflicts(32, 32));

@@ -75,9 +75,15 @@ struct ArrayBlocks {
     file_len: u64,
 }
 
+/// `a[1,2,1,1,1,1]`: a block in messages (all six segments: the store does not know ranks).
+fn label(names: &[String], array: u32, key: &BlockKey) -> String {
+    let segs: Vec<String> = key.segments.iter().map(|v| v.to_string()).collect();
+    format!("{}[{}]", names[array as usize], segs.join(","))
+}
+
 pub struct BlockStore {
     server: usize,
-    names: Vec<String>,
+    names: Arc<[String]>,
     spill: Spill,
     memory: usize,
     arrays: Vec<ArrayBlocks>,
@@ -93,7 +99,7 @@ impl BlockStore {
         BlockStore {
             server,
             arrays: names.iter().map(|_| ArrayBlocks::default()).collect(),
-            names,
+            names: names.into(),
             spill,
             memory: 0,
             lru: BTreeMap::new(),
@@ -125,8 +131,7 @@ impl BlockStore {
     }
 
     fn text(&self, array: u32, key: &BlockKey) -> String {
-        let segs: Vec<String> = key.segments.iter().map(|v| v.to_string()).collect();
-        format!("{}[{}]", self.names[array as usize], segs.join(","))
+        label(&self.names, array, key)
     }
 
     fn touch(&mut self, array: u32, key: BlockKey) {
@@ -185,7 +190,6 @@ impl BlockStore {
     /// from memory. The memory copy is dropped only after the write succeeded. Returns its
     /// buffer when nobody else shares it.
     fn evict(&mut self, array: u32, key: BlockKey) -> Result<Option<Vec<f64>>> {
-        let text = self.text(array, &key);
         let a = &mut self.arrays[array as usize];
         let Some(slot) = a.blocks.get_mut(&key) else {
             return Err(RuntimeError::new(
@@ -238,8 +242,10 @@ impl BlockStore {
                             .map(|f| f.1.display().to_string())
                             .unwrap_or_default();
                         return Err(RuntimeError::input(format!(
-                            "server {}: cannot spill block {text} of array {} to {path}: No space left on device (os error 28)",
-                            self.server, self.names[array as usize]
+                            "server {}: cannot spill block {} of array {} to {path}: No space left on device (os error 28)",
+                            self.server,
+                            label(&self.names, array, &key),
+                            self.names[array as usize]
                         )));
                     }
                     p
@@ -253,8 +259,9 @@ impl BlockStore {
             file.write_all_at(bytemuck::cast_slice(&data.data), place)
                 .map_err(|e| {
                     RuntimeError::input(format!(
-                        "server {}: cannot spill block {text} of array {} to {}: {e}",
+                        "server {}: cannot spill block {} of array {} to {}: {e}",
                         self.server,
+                        label(&self.names, array, &key),
                         self.names[array as usize],
                         path.display()
                     ))
@@ -276,12 +283,14 @@ impl BlockStore {
 
     /// Reads a spilled block back into memory.
     fn reload(&mut self, array: u32, key: BlockKey) -> Result<()> {
-        let text = self.text(array, &key);
         let bytes = match self.arrays[array as usize].blocks.get(&key) {
             Some(s) if s.data.is_none() => s.bytes(),
             _ => return Ok(()),
         };
-        let buffer = self.make_room(bytes, Some((array, key)), &|| text.clone())?;
+        // Named only if the block cannot be brought back.
+        let names = Arc::clone(&self.names);
+        let text = move || label(&names, array, &key);
+        let buffer = self.make_room(bytes, Some((array, key)), &text)?;
         let block = self.read_disk(array, key, buffer)?;
         if let Some(s) = self.arrays[array as usize].blocks.get_mut(&key) {
             s.data = Some(Arc::new(block));
@@ -296,7 +305,6 @@ impl BlockStore {
 
     /// Reads a block from its file, into `buffer` when one of the right size is given.
     fn read_disk(&mut self, array: u32, key: BlockKey, buffer: Option<Vec<f64>>) -> Result<Block> {
-        let text = self.text(array, &key);
         let a = &self.arrays[array as usize];
         let slot = a
             .blocks
@@ -311,8 +319,9 @@ impl BlockStore {
         let mut data = buffer.unwrap_or_else(|| vec![0f64; bytes / 8]);
         file.read_exact_at(bytemuck::cast_slice_mut(&mut data), place).map_err(|e| {
             RuntimeError::input(format!(
-                "server {}: cannot read block {text} of array {} back from {} ({bytes} bytes at offset {place}; the file is shorter than expected?): {e}",
+                "server {}: cannot read block {} of array {} back from {} ({bytes} bytes at offset {place}; the file is shorter than expected?): {e}",
                 self.server,
+                self.text(array, &key),
                 self.names[array as usize],
                 path.display()
             ))
@@ -366,7 +375,8 @@ impl BlockStore {
     /// Replaces (or creates) a block with `block`; the data is newer than any disk copy.
     pub fn replace(&mut self, array: u32, key: BlockKey, block: Block, section: u32) -> Result<()> {
         let bytes = block.data.len() * 8;
-        let text = self.text(array, &key);
+        let names = Arc::clone(&self.names);
+        let text = move || label(&names, array, &key);
         // The old memory copy goes first.
         if let Some(s) = self.arrays[array as usize].blocks.get_mut(&key)
             && let Some(old) = s.data.take()
@@ -374,7 +384,7 @@ impl BlockStore {
             self.lru.remove(&s.last_use);
             self.account(0, old.data.len() * 8);
         }
-        drop(self.make_room(bytes, None, &|| text.clone())?);
+        drop(self.make_room(bytes, None, &text)?);
         self.clock += 1;
         let clock = self.clock;
         let a = &mut self.arrays[array as usize];

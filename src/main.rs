@@ -1,6 +1,6 @@
 //! `sial`: the command line of the SIAL compiler and runtime.
 
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 use sial_compiler::bytecode;
 use sial_compiler::{Compilation, Options};
 use std::io::Write as _;
@@ -18,8 +18,6 @@ struct Cli {
     command: Command,
 }
 
-// Parsed once per process: the size of the `run` variant does not matter.
-#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 enum Command {
     /// Parse and check programs; print diagnostics (exit status 1 on errors).
@@ -41,61 +39,7 @@ enum Command {
         include: Vec<PathBuf>,
     },
     /// Run a job: programs (sources or bytecode) in order, or a setup file that lists them.
-    Run {
-        /// `.sial`/`.sialx` sources, bytecode files, or one setup file (`.toml`, ACES4 `.json`).
-        #[arg(required = true)]
-        job: Vec<PathBuf>,
-        /// Setup data (default: NAME.toml beside the first program, if there is one).
-        #[arg(long, value_name = "FILE")]
-        setup: Option<PathBuf>,
-        /// Set a predefined int or scalar.
-        #[arg(long = "set", value_name = "NAME=VALUE")]
-        set: Vec<String>,
-        /// Set the segment extents of an index kind.
-        #[arg(long = "segments", value_name = "KIND=E1,E2,...")]
-        segments: Vec<String>,
-        /// Worker ranks (default: one per core; `--workers 1 --servers 0` is one process
-        /// with no server ranks).
-        #[arg(long)]
-        workers: Option<usize>,
-        /// Server ranks (default 1).
-        #[arg(long)]
-        servers: Option<usize>,
-        /// Memory per worker for fetched distributed/served blocks, e.g. 512M, 2G, or bytes.
-        #[arg(long, value_name = "SIZE")]
-        worker_memory: Option<String>,
-        /// Memory per server for blocks (past it, blocks spill to disk), e.g. 64M, 2G, or bytes.
-        #[arg(long, value_name = "SIZE")]
-        server_memory: Option<String>,
-        /// Folder for the spill files of the servers (default: the current directory); a
-        /// folder per job is made there and removed at the end.
-        #[arg(long, value_name = "DIR")]
-        scratch_dir: Option<PathBuf>,
-        /// Keep the spill files after the job.
-        #[arg(long)]
-        keep_scratch: bool,
-        /// Testing aid: each server's scratch file system holds only SIZE bytes.
-        #[arg(long, value_name = "SIZE", hide = true)]
-        scratch_limit: Option<String>,
-        /// Write the run's figures (per rank and totals) as JSON (format sial-stats/1).
-        #[arg(long, value_name = "FILE.json")]
-        stats: Option<PathBuf>,
-        /// Do not print the end-of-run summary.
-        #[arg(long, short = 'q')]
-        quiet: bool,
-        /// Restart job JOBID from its first program not completed (with the same programs,
-        /// setup and number of servers).
-        #[arg(long, value_name = "JOBID")]
-        restart: Option<String>,
-        /// Testing aid: make a rank fail (`worker:R` or `server:R` panics).
-        #[arg(long, value_name = "ROLE:RANK", hide = true)]
-        inject_fault: Option<String>,
-        /// Write the final state of every program as JSON (format sial-dump/1).
-        #[arg(long, value_name = "FILE.json")]
-        dump: Option<PathBuf>,
-        #[arg(short = 'I', value_name = "DIR")]
-        include: Vec<PathBuf>,
-    },
+    Run(Box<RunArgs>),
     /// Print a readable listing of a program's bytecode (from a bytecode file or a source).
     Disasm {
         file: PathBuf,
@@ -153,43 +97,7 @@ fn run(cli: Cli) -> ExitCode {
             }
             ExitCode::SUCCESS
         }
-        Command::Run {
-            job,
-            setup,
-            set,
-            segments,
-            workers,
-            servers,
-            worker_memory,
-            server_memory,
-            scratch_dir,
-            keep_scratch,
-            scratch_limit,
-            stats,
-            quiet,
-            inject_fault,
-            restart,
-            dump,
-            include,
-        } => run_job(RunArgs {
-            job,
-            setup,
-            set,
-            segments,
-            workers,
-            servers,
-            worker_memory,
-            server_memory,
-            scratch_dir,
-            keep_scratch,
-            scratch_limit,
-            stats,
-            quiet,
-            inject_fault,
-            restart,
-            dump,
-            include,
-        }),
+        Command::Run(args) => run_job(*args),
         Command::Disasm { file, include } => {
             let program = match load_program(&file, &Options::from_env(include)) {
                 Ok(p) => p,
@@ -245,23 +153,61 @@ fn load_program(path: &Path, options: &Options) -> Result<bytecode::Program, Exi
         .ok_or(ExitCode::from(1))
 }
 
+/// The options of `sial run`.
+#[derive(Args)]
 struct RunArgs {
+    /// `.sial`/`.sialx` sources, bytecode files, or one setup file (`.toml`, ACES4 `.json`).
+    #[arg(required = true)]
     job: Vec<PathBuf>,
+    /// Setup data (default: NAME.toml beside the first program, if there is one).
+    #[arg(long, value_name = "FILE")]
     setup: Option<PathBuf>,
+    /// Set a predefined int or scalar.
+    #[arg(long = "set", value_name = "NAME=VALUE")]
     set: Vec<String>,
+    /// Set the segment extents of an index kind.
+    #[arg(long = "segments", value_name = "KIND=E1,E2,...")]
     segments: Vec<String>,
+    /// Worker ranks (default: one per core; `--workers 1 --servers 0` is one process
+    /// with no server ranks).
+    #[arg(long)]
     workers: Option<usize>,
+    /// Server ranks (default 1).
+    #[arg(long)]
     servers: Option<usize>,
+    /// Memory per worker for fetched distributed/served blocks, e.g. 512M, 2G, or bytes.
+    #[arg(long, value_name = "SIZE")]
     worker_memory: Option<String>,
+    /// Memory per server for blocks (past it, blocks spill to disk), e.g. 64M, 2G, or bytes.
+    #[arg(long, value_name = "SIZE")]
     server_memory: Option<String>,
+    /// Folder for the spill files of the servers (default: the current directory); a
+    /// folder per job is made there and removed at the end.
+    #[arg(long, value_name = "DIR")]
     scratch_dir: Option<PathBuf>,
+    /// Keep the spill files after the job.
+    #[arg(long)]
     keep_scratch: bool,
+    /// Testing aid: each server's scratch file system holds only SIZE bytes.
+    #[arg(long, value_name = "SIZE", hide = true)]
     scratch_limit: Option<String>,
+    /// Write the run's figures (per rank and totals) as JSON (format sial-stats/1).
+    #[arg(long, value_name = "FILE.json")]
     stats: Option<PathBuf>,
+    /// Do not print the end-of-run summary.
+    #[arg(long, short = 'q')]
     quiet: bool,
-    inject_fault: Option<String>,
+    /// Restart job JOBID from its first program not completed (with the same programs,
+    /// setup and number of servers).
+    #[arg(long, value_name = "JOBID")]
     restart: Option<String>,
+    /// Testing aid: make a rank fail (`worker:R` or `server:R` panics).
+    #[arg(long, value_name = "ROLE:RANK", hide = true)]
+    inject_fault: Option<String>,
+    /// Write the final state of every program as JSON (format sial-dump/1).
+    #[arg(long, value_name = "FILE.json")]
     dump: Option<PathBuf>,
+    #[arg(short = 'I', value_name = "DIR")]
     include: Vec<PathBuf>,
 }
 

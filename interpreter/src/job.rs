@@ -214,10 +214,7 @@ fn solo(
     done: &mut dyn FnMut(&FinalState<'_>),
 ) -> Result<Report> {
     let mut persisted = resume.persisted.clone();
-    let mut saved = match &options.restart {
-        Some(dir) => dir.read_server(0)?,
-        None => Saved::new(),
-    };
+    let mut saved = saved_at_start(options, 0)?;
     let mut report = Report {
         workers: vec![WorkerStats::default()],
         servers: vec![ServerStats::default()],
@@ -248,7 +245,7 @@ fn solo(
 
 /// One program on one worker; returns the worker's figures and (worker 0) the servers'.
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn run_program(
+fn run_program(
     program: &Program,
     setup: &Setup,
     registry: &Registry,
@@ -275,7 +272,72 @@ pub(crate) fn run_program(
     Ok((worker.stats(), std::mem::take(&mut worker.server_stats)))
 }
 
-pub(crate) fn checkpoint_worker(
+/// The arrays server `rank` starts the job with: those of the checkpoint when restarting.
+fn saved_at_start(options: &Options, rank: usize) -> Result<Saved> {
+    match &options.restart {
+        Some(dir) => dir.read_server(rank),
+        None => Ok(Saved::new()),
+    }
+}
+
+/// Server `rank` serves every program of `todo`, writing its checkpoint at the end of each.
+pub(crate) fn serve_job(
+    todo: &[Program],
+    link: &mut dyn crate::cluster::ServerLink,
+    options: &Options,
+    rank: usize,
+) -> Result<()> {
+    let mut saved = saved_at_start(options, rank)?;
+    let spill = options.spill(rank);
+    let mut at_end = |saved: &Saved| match &options.checkpoints {
+        Some(dir) => dir.write_server(rank, saved),
+        None => Ok(()),
+    };
+    for program in todo {
+        serve(program, link, &mut saved, &spill, &mut at_end)?;
+    }
+    Ok(())
+}
+
+/// A worker runs every program of `todo`; worker 0 also collects the servers' figures and
+/// writes the worker checkpoint after each program (the servers wrote theirs before
+/// acknowledging the end). Returns this worker's figures and (worker 0) the servers'.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn work_job(
+    todo: &[Program],
+    resume: &WorkerCheckpoint,
+    setup: &Setup,
+    registry: &Registry,
+    out: &mut dyn Write,
+    options: &Options,
+    link: &mut dyn WorkerLink,
+    done: &mut dyn FnMut(&FinalState<'_>),
+) -> Result<(WorkerStats, Vec<ServerStats>)> {
+    let first = link.rank() == 0;
+    let mut persisted = resume.persisted.clone();
+    let mut mine = WorkerStats::default();
+    let mut servers = Vec::new();
+    for (i, program) in todo.iter().enumerate() {
+        let s = run_program(
+            program,
+            setup,
+            registry,
+            out,
+            options,
+            &mut persisted,
+            link,
+            done,
+        )?;
+        mine.add(&s.0);
+        add_servers(&mut servers, &s.1);
+        if first && let Some(dir) = &options.checkpoints {
+            checkpoint_worker(dir, resume.completed + i + 1, options.servers, &persisted)?;
+        }
+    }
+    Ok((mine, servers))
+}
+
+fn checkpoint_worker(
     dir: &JobDir,
     completed: usize,
     servers: usize,
@@ -288,7 +350,7 @@ pub(crate) fn checkpoint_worker(
     })
 }
 
-pub(crate) fn add_servers(total: &mut Vec<ServerStats>, more: &[ServerStats]) {
+fn add_servers(total: &mut Vec<ServerStats>, more: &[ServerStats]) {
     if total.len() < more.len() {
         total.resize(more.len(), ServerStats::default());
     }
@@ -364,19 +426,7 @@ fn threads(
                         let _ = crate::cluster::ServerLink::recv(&mut link);
                         panic!("injected fault");
                     }
-                    let mut saved = match &options.restart {
-                        Some(dir) => dir.read_server(rank)?,
-                        None => Saved::new(),
-                    };
-                    let spill = options.spill(rank);
-                    let mut at_end = |saved: &Saved| match &options.checkpoints {
-                        Some(dir) => dir.write_server(rank, saved),
-                        None => Ok(()),
-                    };
-                    for program in todo {
-                        serve(program, &mut link, &mut saved, &spill, &mut at_end)?;
-                    }
-                    Ok(())
+                    serve_job(todo, &mut link, options, rank)
                 })
             }));
         }
@@ -386,52 +436,33 @@ fn threads(
             let who = format!("worker {rank}");
             workers.push(spawn(scope, move || {
                 guarded(abort, &who, || {
-                    let mut persisted = resume.persisted.clone();
-                    let mut stats = WorkerStats::default();
-                    let mut out = std::io::stdout();
-                    for program in todo {
-                        if options.fault == Some(Fault::WorkerPanic(rank)) {
-                            panic!("injected fault");
-                        }
-                        let s = run_program(
-                            program,
-                            setup,
-                            registry,
-                            &mut out,
-                            options,
-                            &mut persisted,
-                            &mut link,
-                            &mut |_| {},
-                        )?;
-                        stats.add(&s.0);
+                    if !todo.is_empty() && options.fault == Some(Fault::WorkerPanic(rank)) {
+                        panic!("injected fault");
                     }
+                    let mut out = std::io::stdout();
+                    let (stats, _) = work_job(
+                        todo,
+                        resume,
+                        setup,
+                        registry,
+                        &mut out,
+                        options,
+                        &mut link,
+                        &mut |_| {},
+                    )?;
                     Ok(stats)
                 })
             }));
         }
         let first = guarded(abort, "worker 0", || {
-            let mut persisted = resume.persisted.clone();
-            for (i, program) in todo.iter().enumerate() {
-                if options.fault == Some(Fault::WorkerPanic(0)) {
-                    panic!("injected fault");
-                }
-                let s = run_program(
-                    program,
-                    setup,
-                    registry,
-                    out,
-                    options,
-                    &mut persisted,
-                    &mut link0,
-                    done,
-                )?;
-                report.workers[0].add(&s.0);
-                add_servers(&mut report.servers, &s.1);
-                // The servers wrote their checkpoints before acknowledging the end.
-                if let Some(dir) = &options.checkpoints {
-                    checkpoint_worker(dir, resume.completed + i + 1, options.servers, &persisted)?;
-                }
+            if !todo.is_empty() && options.fault == Some(Fault::WorkerPanic(0)) {
+                panic!("injected fault");
             }
+            let (stats, servers) = work_job(
+                todo, resume, setup, registry, out, options, &mut link0, done,
+            )?;
+            report.workers[0] = stats;
+            add_servers(&mut report.servers, &servers);
             Ok(())
         });
         for (i, w) in workers.into_iter().enumerate() {

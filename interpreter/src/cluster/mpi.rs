@@ -14,7 +14,6 @@ use super::{ServerLink, WorkerLink, layout};
 use crate::error::{Result, RuntimeError};
 use crate::job::{self, Fault, Options, Report};
 use crate::server::blocks::DiskStats;
-use crate::server::{Saved, serve};
 use crate::setup::Setup;
 use crate::specials::Registry;
 use crate::store::{Block, BlockKey};
@@ -210,17 +209,7 @@ impl WorkerLink for MpiWorker {
     }
     fn recv(&mut self) -> Result<ToWorker> {
         self.outbox.reap();
-        let (header, status) = self
-            .world
-            .any_process()
-            .matched_probe_with_tag(TO_WORKER)
-            .matched_receive_vec::<u8>();
-        let from = self.world.process_at_rank(status.source_rank());
-        decode_reply(&header, &mut |len| {
-            let mut data = vec![0.0; len];
-            from.receive_into_with_tag(&mut data[..], TO_WORKER);
-            data
-        })
+        receive(&self.world, TO_WORKER, decode_reply)
     }
     fn all_gather(&mut self, data: Vec<f64>) -> Result<Vec<Vec<f64>>> {
         self.outbox.reap();
@@ -286,17 +275,7 @@ impl ServerLink for MpiServer {
     }
     fn recv(&mut self) -> Result<ToServer> {
         self.outbox.reap();
-        let (header, status) = self
-            .world
-            .any_process()
-            .matched_probe_with_tag(TO_SERVER)
-            .matched_receive_vec::<u8>();
-        let from = self.world.process_at_rank(status.source_rank());
-        decode_request(&header, &mut |len| {
-            let mut data = vec![0.0; len];
-            from.receive_into_with_tag(&mut data[..], TO_SERVER);
-            data
-        })
+        receive(&self.world, TO_SERVER, decode_request)
     }
     fn send(&mut self, worker: usize, msg: ToWorker) -> Result<()> {
         let dest = *self
@@ -516,6 +495,24 @@ fn encode_request(msg: ToServer) -> (Vec<u8>, Option<Vec<f64>>) {
 }
 
 /// A request from its header; `data(n)` receives the `n` values of block data that follow.
+/// Decodes a header; the callback receives the next data message of the given length.
+type Decode<T> = fn(&[u8], &mut dyn FnMut(usize) -> Vec<f64>) -> Result<T>;
+
+/// The next message with `tag` from any rank: its header, decoded with the data messages that
+/// follow it from the same rank (each received straight into its own buffer).
+fn receive<T>(world: &SimpleCommunicator, tag: i32, decode: Decode<T>) -> Result<T> {
+    let (header, status) = world
+        .any_process()
+        .matched_probe_with_tag(tag)
+        .matched_receive_vec::<u8>();
+    let from = world.process_at_rank(status.source_rank());
+    decode(&header, &mut |len| {
+        let mut data = vec![0.0; len];
+        from.receive_into_with_tag(&mut data[..], tag);
+        data
+    })
+}
+
 fn decode_request(header: &[u8], data: &mut dyn FnMut(usize) -> Vec<f64>) -> Result<ToServer> {
     let mut r = Reader(header);
     let msg = match r.u8()? {
@@ -982,19 +979,7 @@ fn serve_all(todo: &[Program], link: &mut MpiServer, options: &Options, rank: us
         // A testing aid: die as a killed process would, without a word.
         std::process::abort();
     }
-    let mut saved = match &options.restart {
-        Some(dir) => dir.read_server(rank)?,
-        None => Saved::new(),
-    };
-    let spill = options.spill(rank);
-    let mut at_end = |saved: &Saved| match &options.checkpoints {
-        Some(dir) => dir.write_server(rank, saved),
-        None => Ok(()),
-    };
-    for program in todo {
-        serve(program, link, &mut saved, &spill, &mut at_end)?;
-    }
-    Ok(())
+    job::serve_job(todo, link, options, rank)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -1009,47 +994,25 @@ fn work_all(
     done: &mut dyn FnMut(&FinalState<'_>),
 ) -> Result<Option<Report>> {
     let rank = link.rank;
-    let mut persisted = resume.persisted.clone();
-    let mut mine = WorkerStats::default();
-    let mut servers = Vec::new();
-    let mut stdout = std::io::stdout();
-    for (i, program) in todo.iter().enumerate() {
-        if options.fault == Some(Fault::WorkerPanic(rank)) {
-            // A testing aid: die as a killed process would, without a word.
-            std::process::abort();
-        }
-        let s = if rank == 0 {
-            job::run_program(
-                program,
-                setup,
-                registry,
-                out,
-                options,
-                &mut persisted,
-                link,
-                done,
-            )?
-        } else {
-            job::run_program(
-                program,
-                setup,
-                registry,
-                &mut stdout,
-                options,
-                &mut persisted,
-                link,
-                &mut |_| {},
-            )?
-        };
-        mine.add(&s.0);
-        if rank == 0 {
-            job::add_servers(&mut servers, &s.1);
-            // The servers wrote their checkpoints before acknowledging the end.
-            if let Some(dir) = &options.checkpoints {
-                job::checkpoint_worker(dir, resume.completed + i + 1, options.servers, &persisted)?;
-            }
-        }
+    if !todo.is_empty() && options.fault == Some(Fault::WorkerPanic(rank)) {
+        // A testing aid: die as a killed process would, without a word.
+        std::process::abort();
     }
+    let mut stdout = std::io::stdout();
+    let (mine, mut servers) = if rank == 0 {
+        job::work_job(todo, resume, setup, registry, out, options, link, done)?
+    } else {
+        job::work_job(
+            todo,
+            resume,
+            setup,
+            registry,
+            &mut stdout,
+            options,
+            link,
+            &mut |_| {},
+        )?
+    };
     // Every worker's figures to worker 0 for the summary.
     let all = link.all_gather(stats_out(&mine))?;
     if rank != 0 {

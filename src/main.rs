@@ -191,6 +191,17 @@ struct RunArgs {
     /// Testing aid: each server's scratch file system holds only SIZE bytes.
     #[arg(long, value_name = "SIZE", hide = true)]
     scratch_limit: Option<String>,
+    /// Prefetch the blocks of coming loop iterations: off, auto (the depth adapts per get),
+    /// or a fixed depth N.
+    #[arg(long, value_name = "off|auto|N", default_value = "auto")]
+    prefetch: String,
+    /// Testing aid (threads only): deliver every server reply this much later, e.g. 200us,
+    /// 1ms; measures how well prefetching hides latency on one machine.
+    #[arg(long, value_name = "TIME")]
+    simulated_latency: Option<String>,
+    /// Print time and instruction counts per source line, and prefetch figures per get.
+    #[arg(long)]
+    profile: bool,
     /// Write the run's figures (per rank and totals) as JSON (format sial-stats/1).
     #[arg(long, value_name = "FILE.json")]
     stats: Option<PathBuf>,
@@ -231,6 +242,26 @@ fn parse_size(text: &str) -> Result<usize, String> {
     };
     n.checked_mul(scale)
         .ok_or_else(|| format!("bad size {text:?}: too large"))
+}
+
+/// `200us`, `1ms`, `0.5s`, `0`.
+fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    let t = text.trim();
+    let bad = || format!("bad time {text:?}: write a number with ns, us, ms or s (e.g. 200us)");
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let v: f64 = number.parse().map_err(|_| bad())?;
+    let scale = match unit {
+        "ns" => 1e-9,
+        "us" | "µs" => 1e-6,
+        "ms" => 1e-3,
+        "s" => 1.0,
+        "" if v == 0.0 => 0.0,
+        _ => return Err(bad()),
+    };
+    std::time::Duration::try_from_secs_f64(v * scale).map_err(|_| bad())
 }
 
 /// `worker:R` / `server:R`.
@@ -364,6 +395,23 @@ fn run_job(args: RunArgs) -> ExitCode {
         Ok(f) => f,
         Err(e) => return fail(e),
     };
+    let prefetch = match args.prefetch.parse() {
+        Ok(p) => p,
+        Err(e) => return fail(format!("--prefetch: {e}")),
+    };
+    let simulated_latency = match args.simulated_latency.as_deref().map(parse_duration) {
+        None => std::time::Duration::ZERO,
+        Some(Ok(d)) if mpi.is_some() || servers == 0 => {
+            if !d.is_zero() {
+                return fail(
+                    "--simulated-latency works with the thread transport only (server ranks as threads, not under mpirun and not with --servers 0)".into(),
+                );
+            }
+            d
+        }
+        Some(Ok(d)) => d,
+        Some(Err(e)) => return fail(format!("--simulated-latency: {e}")),
+    };
     let (setup_files, mut programs): (Vec<PathBuf>, Vec<PathBuf>) =
         args.job.into_iter().partition(|p| is_setup_file(p));
     let mut setup_path = args.setup;
@@ -428,6 +476,9 @@ fn run_job(args: RunArgs) -> ExitCode {
         scratch_dir: args.scratch_dir.clone(),
         keep_scratch: args.keep_scratch,
         scratch_limit,
+        prefetch,
+        simulated_latency,
+        profile: args.profile,
     };
     let mut collect = |state: &sial_interpreter::worker::FinalState<'_>| {
         if args.dump.is_some() {
@@ -464,6 +515,9 @@ fn run_job(args: RunArgs) -> ExitCode {
         Ok(report) => {
             if !args.quiet {
                 eprint!("{}", sial_interpreter::report::summary(&report));
+            }
+            if args.profile {
+                eprint!("{}", sial_interpreter::report::profile(&report));
             }
             if let Some(path) = &args.stats {
                 let text =

@@ -269,6 +269,42 @@ fn threads_give_the_dump_of_one_process() {
     );
 }
 
+/// Prefetching never changes results (DESIGN.md §3): off, auto and fixed depths, with and
+/// without a simulated server latency.
+#[test]
+fn prefetch_depths_give_the_dump_of_one_process() {
+    check_configs(
+        &[],
+        &[
+            (
+                "(threads W=2 S=1, prefetch off)",
+                vec!["--workers", "2", "--servers", "1", "--prefetch", "off"],
+            ),
+            (
+                "(threads W=1 S=1, prefetch 1)",
+                vec!["--workers", "1", "--servers", "1", "--prefetch", "1"],
+            ),
+            (
+                "(threads W=3 S=2, prefetch 2, latency 50us)",
+                vec![
+                    "--workers",
+                    "3",
+                    "--servers",
+                    "2",
+                    "--prefetch",
+                    "2",
+                    "--simulated-latency",
+                    "50us",
+                ],
+            ),
+            (
+                "(threads W=2 S=2, prefetch 8)",
+                vec!["--workers", "2", "--servers", "2", "--prefetch", "8"],
+            ),
+        ],
+    );
+}
+
 /// `mpirun -n N <sial>`, with what Open MPI needs to run as root and on fewer cores.
 #[cfg(feature = "mpi")]
 fn mpirun(n: usize) -> Vec<String> {
@@ -294,6 +330,14 @@ fn mpi_gives_the_dump_of_one_process() {
         let label = format!("(mpirun -n {n})");
         check_configs(&mpirun(n), &[(label.as_str(), vec![])]);
     }
+    check_configs(
+        &mpirun(3),
+        &[
+            ("(mpirun -n 3, prefetch off)", vec!["--prefetch", "off"]),
+            ("(mpirun -n 3, prefetch 1)", vec!["--prefetch", "1"]),
+            ("(mpirun -n 3, prefetch 8)", vec!["--prefetch", "8"]),
+        ],
+    );
 }
 
 /// A rank that dies (as a killed process would) ends the whole MPI job promptly with a

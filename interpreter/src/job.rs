@@ -11,6 +11,7 @@ use crate::server::blocks::Spill;
 use crate::server::{Saved, serve};
 use crate::setup::Setup;
 use crate::specials::Registry;
+use crate::worker::prefetch::PrefetchMode;
 use crate::worker::{Env, FinalState, Worker, WorkerStats};
 use sial_compiler::bytecode::Program;
 use std::io::Write;
@@ -52,6 +53,12 @@ pub struct Options {
     pub keep_scratch: bool,
     /// Testing aid: the scratch file system of each server holds only this many bytes.
     pub scratch_limit: Option<u64>,
+    /// `--prefetch off|auto|N`.
+    pub prefetch: PrefetchMode,
+    /// Testing aid (thread transport): every server reply is delivered this much later.
+    pub simulated_latency: Duration,
+    /// `--profile`: time and instruction counts per source line.
+    pub profile: bool,
 }
 
 impl Options {
@@ -110,6 +117,9 @@ impl Default for Options {
             scratch_dir: None,
             keep_scratch: false,
             scratch_limit: None,
+            prefetch: PrefetchMode::default(),
+            simulated_latency: Duration::ZERO,
+            profile: false,
         }
     }
 }
@@ -134,6 +144,8 @@ pub struct Report {
     pub servers: Vec<ServerStats>,
     /// One process, no server ranks (`--workers 1 --servers 0`).
     pub single_process: bool,
+    /// The job's program names (prefetch sites and profile lines name their program).
+    pub programs: Vec<String>,
 }
 
 /// Runs every program of a job; `done` sees each program's final state on worker 0.
@@ -173,6 +185,7 @@ pub fn run(
     }
 
     report.wall = started.elapsed();
+    report.programs = programs.iter().map(|p| p.name.clone()).collect();
     Ok(report)
 }
 
@@ -225,6 +238,7 @@ fn solo(
         let mut link = Solo::new(program, &mut saved, options.spill(0));
         let stats = run_program(
             program,
+            i,
             setup,
             registry,
             out,
@@ -247,6 +261,7 @@ fn solo(
 #[allow(clippy::too_many_arguments)]
 fn run_program(
     program: &Program,
+    index: usize,
     setup: &Setup,
     registry: &Registry,
     out: &mut dyn Write,
@@ -263,6 +278,9 @@ fn run_program(
         work_dir: options.work_dir.clone(),
         worker_memory: options.worker_memory,
         snapshot: options.snapshot,
+        prefetch: options.prefetch,
+        profile: options.profile,
+        program_index: index as u32,
     };
     let mut worker = Worker::new(program, env, link).map_err(|e| e.at(&program.name, 0))?;
     worker.run()?;
@@ -320,6 +338,7 @@ pub(crate) fn work_job(
     for (i, program) in todo.iter().enumerate() {
         let s = run_program(
             program,
+            resume.completed + i,
             setup,
             registry,
             out,
@@ -406,8 +425,12 @@ fn threads(
 ) -> Result<Report> {
     let abort = Arc::new(Abort::default());
     let todo = &programs[resume.completed.min(programs.len())..];
-    let (mut worker_links, server_links) =
-        local::fabric(options.workers, options.servers, Arc::clone(&abort));
+    let (mut worker_links, server_links) = local::fabric(
+        options.workers,
+        options.servers,
+        Arc::clone(&abort),
+        options.simulated_latency,
+    );
     let mut report = Report {
         workers: vec![WorkerStats::default(); options.workers],
         servers: vec![ServerStats::default(); options.servers],

@@ -2,6 +2,8 @@
 //! documented in docs/stats-format.md).
 
 use crate::job::Report;
+use crate::worker::prefetch::{SiteStats, merge_sites};
+use crate::worker::{LineProfile, remote::merge_lines};
 use serde_json::{Value, json};
 
 fn mib(bytes: u64) -> f64 {
@@ -44,6 +46,19 @@ pub fn summary(r: &Report) -> String {
             w.blocks_evicted,
         ));
     }
+    let (t, _) = prefetch_figures(r);
+    if t.reads > 0 || t.requested > 0 {
+        s.push_str(&format!(
+            "  prefetch: {} requested, {} used, {} wasted; {} reads of fetched blocks, hit ratio {:.3}, waited {:.6} s ({:.1} us per read)\n",
+            t.requested,
+            t.used,
+            t.wasted,
+            t.reads,
+            t.hit_ratio(),
+            t.wait.as_secs_f64(),
+            mean_wait(&t) * 1e6,
+        ));
+    }
     if !r.servers.is_empty() {
         s.push_str("  server     busy s   requests     MiB in    MiB out  peak blocks  peak MiB  disk MiB w/r    spilled/reloaded\n");
         for (i, v) in r.servers.iter().enumerate() {
@@ -66,6 +81,92 @@ pub fn summary(r: &Report) -> String {
     s
 }
 
+/// Prefetch figures summed over workers: totals and per site.
+fn prefetch_figures(r: &Report) -> (SiteStats, Vec<SiteStats>) {
+    let mut sites = Vec::new();
+    for w in &r.workers {
+        merge_sites(&mut sites, &w.sites);
+    }
+    let mut total = SiteStats::default();
+    for s in &sites {
+        total.add(s);
+    }
+    (total, sites)
+}
+
+fn mean_wait(s: &SiteStats) -> f64 {
+    if s.reads == 0 {
+        0.0
+    } else {
+        s.wait.as_secs_f64() / s.reads as f64
+    }
+}
+
+fn program_name(r: &Report, program: u32) -> &str {
+    r.programs.get(program as usize).map_or("?", |s| s.as_str())
+}
+
+fn site_json(r: &Report, s: &SiteStats) -> Value {
+    json!({
+        "program": program_name(r, s.program),
+        "line": s.line,
+        "gets": s.gets,
+        "reads": s.reads,
+        "waited_reads": s.waited,
+        "hit_ratio": s.hit_ratio(),
+        "wait_seconds": s.wait.as_secs_f64(),
+        "mean_wait_seconds": mean_wait(s),
+        "requested": s.requested,
+        "used": s.used,
+        "wasted": s.wasted,
+        "max_depth": s.max_depth,
+    })
+}
+
+/// `--profile`: per source line, instructions and time summed over workers, with the
+/// prefetch figures of the `get` on that line.
+pub fn profile(r: &Report) -> String {
+    let mut lines: Vec<LineProfile> = Vec::new();
+    for w in &r.workers {
+        merge_lines(&mut lines, &w.lines);
+    }
+    let (_, sites) = prefetch_figures(r);
+    let total: f64 = lines.iter().map(|l| l.time.as_secs_f64()).sum();
+    let mut s = String::from(
+        "profile (all workers):\n  program:line        instructions     seconds       %  | get reads  hit ratio  wait s    prefetched  wasted  depth\n",
+    );
+    for l in &lines {
+        let secs = l.time.as_secs_f64();
+        let place = format!("{}:{}", program_name(r, l.program), l.line);
+        s.push_str(&format!(
+            "  {place:<18} {:>13} {:>11.6} {:>7.2}",
+            l.instructions,
+            secs,
+            if total > 0.0 {
+                100.0 * secs / total
+            } else {
+                0.0
+            },
+        ));
+        if let Some(g) = sites
+            .iter()
+            .find(|g| g.program == l.program && g.line == l.line)
+        {
+            s.push_str(&format!(
+                "  | {:>9}  {:>9.3}  {:>8.6}  {:>10}  {:>6}  {:>5}",
+                g.reads,
+                g.hit_ratio(),
+                g.wait.as_secs_f64(),
+                g.requested,
+                g.wasted,
+                g.max_depth
+            ));
+        }
+        s.push('\n');
+    }
+    s
+}
+
 /// The `--stats` document: per rank and totals.
 pub fn stats_json(r: &Report) -> Value {
     let wall = r.wall.as_secs_f64();
@@ -76,6 +177,7 @@ pub fn stats_json(r: &Report) -> Value {
         .map(|(i, w)| {
             let wait = w.wait_blocks.as_secs_f64();
             let barrier = w.barrier.as_secs_f64();
+            let t = w.prefetch_totals();
             json!({
                 "rank": i,
                 "compute_seconds": (wall - wait - barrier).max(0.0),
@@ -93,6 +195,13 @@ pub fn stats_json(r: &Report) -> Value {
                 "blocks_evicted": w.blocks_evicted,
                 "blocks_refetched": w.refetched,
                 "cache_peak_bytes": w.cache_peak_bytes,
+                "prefetch": {
+                    "hit_ratio": t.hit_ratio(),
+                    "wait_seconds": t.wait.as_secs_f64(),
+                    "requested": t.requested,
+                    "used": t.used,
+                    "wasted": t.wasted,
+                },
             })
         })
         .collect();
@@ -121,11 +230,24 @@ pub fn stats_json(r: &Report) -> Value {
         .collect();
     let sum =
         |f: &dyn Fn(&crate::worker::WorkerStats) -> u64| -> u64 { r.workers.iter().map(f).sum() };
+    let (t, sites) = prefetch_figures(r);
     json!({
         "format": "sial-stats/1",
         "wall_seconds": wall,
         "workers": workers,
         "servers": servers,
+        "prefetch": {
+            "hit_ratio": t.hit_ratio(),
+            "wait_seconds": t.wait.as_secs_f64(),
+            "mean_wait_seconds": mean_wait(&t),
+            "gets": t.gets,
+            "reads": t.reads,
+            "waited_reads": t.waited,
+            "requested": t.requested,
+            "used": t.used,
+            "wasted": t.wasted,
+            "sites": sites.iter().map(|s| site_json(r, s)).collect::<Vec<_>>(),
+        },
         "totals": {
             "workers": r.workers.len(),
             "servers": r.servers.len(),

@@ -89,6 +89,7 @@ fn main() {
                             from: FROM,
                             array: 0,
                             key: KEY,
+                            prefetch: false,
                         },
                     )
                     .expect("get");

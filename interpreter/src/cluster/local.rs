@@ -1,20 +1,25 @@
 //! The thread transport: every rank is a thread of one process; requests and replies travel
 //! over crossbeam channels, block data is shared (`Arc`) rather than copied. The embedded
-//! default of `sial run --workers W --servers S`.
+//! default of `sial run --workers W --servers S`. A testing aid (`--simulated-latency`) holds
+//! every server reply back for a fixed time, to measure latency hiding on one machine.
 
 use super::message::{ToServer, ToWorker};
 use super::{Abort, ServerLink, WorkerLink};
 use crate::error::Result;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, unbounded};
 use std::sync::{Arc, Condvar, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// How often a waiting rank looks at the abort flag.
 const POLL: Duration = Duration::from_millis(20);
 
+/// A reply and the moment it may be delivered (with a simulated latency).
+type Reply = (ToWorker, Option<Instant>);
+
 struct Fabric {
     to_servers: Vec<Sender<ToServer>>,
-    to_workers: Vec<Sender<ToWorker>>,
+    to_workers: Vec<Sender<Reply>>,
+    latency: Option<Duration>,
     gather: Rendezvous,
     abort: Arc<Abort>,
 }
@@ -22,7 +27,9 @@ struct Fabric {
 pub struct LocalWorker {
     rank: usize,
     fabric: Arc<Fabric>,
-    inbox: Receiver<ToWorker>,
+    inbox: Receiver<Reply>,
+    /// A reply taken from the inbox before its (simulated) arrival.
+    early: Option<Reply>,
 }
 
 pub struct LocalServer {
@@ -31,17 +38,20 @@ pub struct LocalServer {
     inbox: Receiver<ToServer>,
 }
 
-/// Links for `workers` worker threads and `servers` server threads sharing `abort`.
+/// Links for `workers` worker threads and `servers` server threads sharing `abort`; every
+/// server reply arrives `latency` after it was sent.
 pub fn fabric(
     workers: usize,
     servers: usize,
     abort: Arc<Abort>,
+    latency: Duration,
 ) -> (Vec<LocalWorker>, Vec<LocalServer>) {
     let (ws, wr): (Vec<_>, Vec<_>) = (0..workers).map(|_| unbounded()).unzip();
     let (ss, sr): (Vec<_>, Vec<_>) = (0..servers).map(|_| unbounded()).unzip();
     let fabric = Arc::new(Fabric {
         to_servers: ss,
         to_workers: ws,
+        latency: (!latency.is_zero()).then_some(latency),
         gather: Rendezvous::new(workers),
         abort,
     });
@@ -52,6 +62,7 @@ pub fn fabric(
             rank,
             fabric: Arc::clone(&fabric),
             inbox,
+            early: None,
         })
         .collect();
     let s = sr
@@ -92,7 +103,31 @@ impl WorkerLink for LocalWorker {
             .map_err(|_| Abort::stopped())
     }
     fn recv(&mut self) -> Result<ToWorker> {
-        receive(&self.inbox, &self.fabric.abort)
+        let (msg, due) = match self.early.take() {
+            Some(r) => r,
+            None => receive(&self.inbox, &self.fabric.abort)?,
+        };
+        if let Some(due) = due {
+            wait_until(due);
+        }
+        Ok(msg)
+    }
+    fn try_recv(&mut self) -> Result<Option<ToWorker>> {
+        let reply = match self.early.take() {
+            Some(r) => r,
+            None => match self.inbox.try_recv() {
+                Ok(r) => r,
+                Err(_) if self.fabric.abort.raised() => return Err(Abort::stopped()),
+                Err(_) => return Ok(None),
+            },
+        };
+        match reply {
+            (msg, Some(due)) if due > Instant::now() => {
+                self.early = Some((msg, Some(due)));
+                Ok(None)
+            }
+            (msg, _) => Ok(Some(msg)),
+        }
     }
     fn all_gather(&mut self, data: Vec<f64>) -> Result<Vec<Vec<f64>>> {
         let all = self
@@ -125,9 +160,28 @@ impl ServerLink for LocalServer {
         receive(&self.inbox, &self.fabric.abort)
     }
     fn send(&mut self, worker: usize, msg: ToWorker) -> Result<()> {
+        let due = self.fabric.latency.map(|l| Instant::now() + l);
         self.fabric.to_workers[worker]
-            .send(msg)
+            .send((msg, due))
             .map_err(|_| Abort::stopped())
+    }
+}
+
+/// Sleeps until `due`; the last stretch yields instead, since a sleep may overshoot by tens
+/// of microseconds.
+fn wait_until(due: Instant) {
+    const SLACK: Duration = Duration::from_micros(80);
+    loop {
+        let now = Instant::now();
+        if now >= due {
+            return;
+        }
+        let left = due - now;
+        if left > SLACK {
+            std::thread::sleep(left - SLACK);
+        } else {
+            std::thread::yield_now();
+        }
     }
 }
 

@@ -23,12 +23,18 @@ pub struct Origin {
 
 #[derive(Debug, Clone)]
 pub enum ToServer {
-    /// `get`/`request`: reply with the block.
+    /// `get`/`request`: reply with the block. A `prefetch` is speculative (DESIGN.md §3
+    /// "Prefetch"): it is not a read for consistency checking until a `Claims` names it, and
+    /// a missing block is answered with `Missing` instead of an error.
     Get {
         from: Origin,
         array: u32,
         key: BlockKey,
+        prefetch: bool,
     },
+    /// Prefetched blocks that the worker's program did get in this section: each is a read
+    /// for consistency checking, at its `get` line.
+    Claims { from: Origin, blocks: Vec<Claim> },
     /// `put`/`prepare` in any form; `shape` creates the block when absent.
     Put {
         from: Origin,
@@ -66,6 +72,7 @@ impl ToServer {
             ToServer::Get { from, .. }
             | ToServer::Put { from, .. }
             | ToServer::Delete { from, .. }
+            | ToServer::Claims { from, .. }
             | ToServer::Sync { from }
             | ToServer::SetPersistent { from, .. }
             | ToServer::RestorePersistent { from, .. }
@@ -84,6 +91,14 @@ impl ToServer {
             _ => 0,
         }
     }
+}
+
+/// A prefetched block a `get` used: array, block, source line of the `get`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Claim {
+    pub array: u32,
+    pub key: BlockKey,
+    pub line: u32,
 }
 
 /// Figures a server reports at the end of a program.
@@ -106,6 +121,12 @@ pub enum ToWorker {
         key: BlockKey,
         section: u32,
         block: Arc<Block>,
+    },
+    /// The reply to a prefetch `Get` of a block the server does not hold.
+    Missing {
+        array: u32,
+        key: BlockKey,
+        section: u32,
     },
     Synced {
         server: u32,

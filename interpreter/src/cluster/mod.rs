@@ -25,6 +25,8 @@ pub trait WorkerLink {
     fn send(&mut self, server: usize, msg: ToServer) -> Result<()>;
     /// The next reply from any server; waits for it. Fails when the job is aborted.
     fn recv(&mut self) -> Result<ToWorker>;
+    /// A reply that has already arrived, if any; does not wait.
+    fn try_recv(&mut self) -> Result<Option<ToWorker>>;
     /// Every worker contributes `data`; each receives all contributions in worker-rank order.
     /// Also the barrier among workers (with empty contributions).
     fn all_gather(&mut self, data: Vec<f64>) -> Result<Vec<Vec<f64>>>;

@@ -9,7 +9,7 @@
 //! other forever (MPI's standard send may wait for the matching receive). One thread per process
 //! calls MPI (`MPI_THREAD_FUNNELED`).
 
-use super::message::{Origin, Payload, ServerStats, ToServer, ToWorker};
+use super::message::{Claim, Origin, Payload, ServerStats, ToServer, ToWorker};
 use super::{ServerLink, WorkerLink, layout};
 use crate::error::{Result, RuntimeError};
 use crate::job::{self, Fault, Options, Report};
@@ -17,7 +17,8 @@ use crate::server::blocks::DiskStats;
 use crate::setup::Setup;
 use crate::specials::Registry;
 use crate::store::{Block, BlockKey};
-use crate::worker::{FinalState, WorkerStats};
+use crate::worker::prefetch::SiteStats;
+use crate::worker::{FinalState, LineProfile, WorkerStats};
 use ::mpi::Threading;
 use ::mpi::collective::{CommunicatorCollectives, Root};
 use ::mpi::datatype::{Equivalence, PartitionMut};
@@ -210,6 +211,24 @@ impl WorkerLink for MpiWorker {
     fn recv(&mut self) -> Result<ToWorker> {
         self.outbox.reap();
         receive(&self.world, TO_WORKER, decode_reply)
+    }
+    fn try_recv(&mut self) -> Result<Option<ToWorker>> {
+        self.outbox.reap();
+        let Some(probed) = self
+            .world
+            .any_process()
+            .immediate_matched_probe_with_tag(TO_WORKER)
+        else {
+            return Ok(None);
+        };
+        let (header, status) = probed.matched_receive_vec::<u8>();
+        let from = self.world.process_at_rank(status.source_rank());
+        decode_reply(&header, &mut |len| {
+            let mut data = vec![0.0; len];
+            from.receive_into_with_tag(&mut data[..], TO_WORKER);
+            data
+        })
+        .map(Some)
     }
     fn all_gather(&mut self, data: Vec<f64>) -> Result<Vec<Vec<f64>>> {
         self.outbox.reap();
@@ -428,11 +447,17 @@ fn encode_request(msg: ToServer) -> (Vec<u8>, Option<Vec<f64>>) {
     let mut w = Writer::default();
     let mut data = None;
     match msg {
-        ToServer::Get { from, array, key } => {
+        ToServer::Get {
+            from,
+            array,
+            key,
+            prefetch,
+        } => {
             w.u8(0);
             w.origin(from);
             w.u32(array);
             w.key(&key);
+            w.u8(u8::from(prefetch));
         }
         ToServer::Put {
             from,
@@ -490,6 +515,16 @@ fn encode_request(msg: ToServer) -> (Vec<u8>, Option<Vec<f64>>) {
             w.u8(7);
             w.origin(from);
         }
+        ToServer::Claims { from, blocks } => {
+            w.u8(8);
+            w.origin(from);
+            w.u64(blocks.len() as u64);
+            for c in blocks {
+                w.u32(c.array);
+                w.key(&c.key);
+                w.u32(c.line);
+            }
+        }
     }
     (w.0, data)
 }
@@ -520,6 +555,11 @@ fn decode_request(header: &[u8], data: &mut dyn FnMut(usize) -> Vec<f64>) -> Res
             from: r.origin()?,
             array: r.u32()?,
             key: r.key()?,
+            prefetch: match r.u8()? {
+                0 => false,
+                1 => true,
+                _ => return Err(malformed()),
+            },
         },
         1 => {
             let from = r.origin()?;
@@ -565,6 +605,19 @@ fn decode_request(header: &[u8], data: &mut dyn FnMut(usize) -> Vec<f64>) -> Res
             array: r.u32()?,
         },
         7 => ToServer::EndProgram { from: r.origin()? },
+        8 => {
+            let from = r.origin()?;
+            let n = r.len()?;
+            let mut blocks = Vec::new();
+            for _ in 0..n {
+                blocks.push(Claim {
+                    array: r.u32()?,
+                    key: r.key()?,
+                    line: r.u32()?,
+                });
+            }
+            ToServer::Claims { from, blocks }
+        }
         _ => return Err(malformed()),
     };
     r.end()?;
@@ -593,6 +646,16 @@ fn encode_reply(msg: ToWorker) -> (Vec<u8>, Vec<Arc<Block>>) {
         ToWorker::Synced { server } => {
             w.u8(1);
             w.u32(server);
+        }
+        ToWorker::Missing {
+            array,
+            key,
+            section,
+        } => {
+            w.u8(4);
+            w.u32(array);
+            w.key(&key);
+            w.u32(section);
         }
         ToWorker::Snapshot {
             server,
@@ -676,6 +739,11 @@ fn decode_reply(header: &[u8], data: &mut dyn FnMut(usize) -> Vec<f64>) -> Resul
             }
         }
         1 => ToWorker::Synced { server: r.u32()? },
+        4 => ToWorker::Missing {
+            array: r.u32()?,
+            key: r.key()?,
+            section: r.u32()?,
+        },
         2 => {
             let server = r.u32()?;
             let array = r.u32()?;
@@ -765,6 +833,8 @@ fn stats_out(s: &WorkerStats) -> Vec<f64> {
         refetched,
         cache_peak_bytes,
         barriers,
+        ref sites,
+        ref lines,
     } = *s;
     let mut v = vec![wait_blocks.as_secs_f64(), barrier.as_secs_f64()];
     // Counts stay exact as f64 below 2^53.
@@ -785,6 +855,33 @@ fn stats_out(s: &WorkerStats) -> Vec<f64> {
         ]
         .map(|x| x as f64),
     );
+    v.push(sites.len() as f64);
+    for t in sites {
+        v.extend(
+            [
+                t.program as f64,
+                t.line as f64,
+                t.gets as f64,
+                t.reads as f64,
+                t.waited as f64,
+                t.wait.as_secs_f64(),
+                t.requested as f64,
+                t.used as f64,
+                t.wasted as f64,
+                t.max_depth as f64,
+            ]
+            .into_iter(),
+        );
+    }
+    v.push(lines.len() as f64);
+    for l in lines {
+        v.extend([
+            l.program as f64,
+            l.line as f64,
+            l.instructions as f64,
+            l.time.as_secs_f64(),
+        ]);
+    }
     v
 }
 
@@ -807,6 +904,37 @@ fn stats_in(v: &[f64]) -> WorkerStats {
         refetched: n(11),
         cache_peak_bytes: n(12),
         barriers: n(13),
+        sites: (0..n(14) as usize)
+            .map(|k| {
+                let b = 15 + 10 * k;
+                SiteStats {
+                    program: n(b) as u32,
+                    line: n(b + 1) as u32,
+                    gets: n(b + 2),
+                    reads: n(b + 3),
+                    waited: n(b + 4),
+                    wait: secs(b + 5),
+                    requested: n(b + 6),
+                    used: n(b + 7),
+                    wasted: n(b + 8),
+                    max_depth: n(b + 9),
+                }
+            })
+            .collect(),
+        lines: {
+            let at_lines = 15 + 10 * n(14) as usize;
+            (0..n(at_lines) as usize)
+                .map(|k| {
+                    let b = at_lines + 1 + 4 * k;
+                    LineProfile {
+                        program: n(b) as u32,
+                        line: n(b + 1) as u32,
+                        instructions: n(b + 2),
+                        time: secs(b + 3),
+                    }
+                })
+                .collect()
+        },
     }
 }
 
@@ -1052,6 +1180,22 @@ mod tests {
                 from,
                 array: 2,
                 key: key(),
+                prefetch: true,
+            },
+            ToServer::Claims {
+                from,
+                blocks: vec![
+                    Claim {
+                        array: 1,
+                        key: key(),
+                        line: 12,
+                    },
+                    Claim {
+                        array: 4,
+                        key: key(),
+                        line: 13,
+                    },
+                ],
             },
             ToServer::Put {
                 from,
@@ -1125,6 +1269,11 @@ mod tests {
                 block: block(3),
             },
             ToWorker::Synced { server: 2 },
+            ToWorker::Missing {
+                array: 2,
+                key: key(),
+                section: 7,
+            },
             ToWorker::Snapshot {
                 server: 1,
                 array: 3,
@@ -1162,6 +1311,24 @@ mod tests {
             gets: 7,
             barriers: 3,
             cache_peak_bytes: 1 << 40,
+            sites: vec![SiteStats {
+                program: 1,
+                line: 17,
+                gets: 9,
+                reads: 8,
+                waited: 2,
+                wait: Duration::from_millis(250),
+                requested: 7,
+                used: 6,
+                wasted: 1,
+                max_depth: 4,
+            }],
+            lines: vec![LineProfile {
+                program: 0,
+                line: 3,
+                instructions: 40,
+                time: Duration::from_millis(125),
+            }],
             ..WorkerStats::default()
         };
         let back = stats_in(&stats_out(&s));

@@ -56,6 +56,9 @@ impl WorkerLink for Solo<'_, '_> {
             RuntimeError::new("internal: waiting for a reply that was never requested")
         })
     }
+    fn try_recv(&mut self) -> Result<Option<ToWorker>> {
+        Ok(self.replies.pop_front())
+    }
     fn all_gather(&mut self, data: Vec<f64>) -> Result<Vec<Vec<f64>>> {
         Ok(vec![data])
     }

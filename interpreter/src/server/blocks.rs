@@ -543,7 +543,7 @@ mod tests {
                     }
                     Step::Get(a, b) => {
                         let mut got = None;
-                        let r = server.handle(ToServer::Get { from, array: a, key: key(b) }, &mut saved, &mut |_, m| {
+                        let r = server.handle(ToServer::Get { from, array: a, key: key(b), prefetch: false }, &mut saved, &mut |_, m| {
                             if let ToWorker::Block { block, .. } = m {
                                 got = Some(block.data.clone());
                             }

@@ -79,16 +79,37 @@ impl<'p> Server<'p> {
         self.section = from.section;
         let mut flow = Flow::Continue;
         match msg {
-            ToServer::Get { from, array, key } => {
-                let block = self.get(from, array, &key)?;
-                let m = ToWorker::Block {
-                    array,
-                    key,
-                    section: from.section,
-                    block,
+            ToServer::Get {
+                from,
+                array,
+                key,
+                prefetch,
+            } => {
+                let m = if prefetch && !self.store.contains(array, &key) {
+                    ToWorker::Missing {
+                        array,
+                        key,
+                        section: from.section,
+                    }
+                } else {
+                    ToWorker::Block {
+                        array,
+                        key,
+                        section: from.section,
+                        block: self.get(from, array, &key, !prefetch)?,
+                    }
                 };
                 self.stats.bytes_out += m.payload_bytes() as u64;
                 reply(from.worker as usize, m)?;
+            }
+            ToServer::Claims { from, blocks } => {
+                for c in blocks {
+                    let at = Origin {
+                        line: c.line,
+                        ..from
+                    };
+                    self.touch(at, c.array, &c.key, Access::Read)?;
+                }
             }
             ToServer::Put {
                 from,
@@ -202,7 +223,15 @@ impl<'p> Server<'p> {
         }
     }
 
-    fn get(&mut self, from: Origin, array: u32, key: &BlockKey) -> Result<Arc<Block>> {
+    /// A block for a get; `checked` records the read for consistency checking (a prefetch
+    /// is recorded later, by its claim).
+    fn get(
+        &mut self,
+        from: Origin,
+        array: u32,
+        key: &BlockKey,
+        checked: bool,
+    ) -> Result<Arc<Block>> {
         if !self.store.contains(array, key) {
             let text = self.text(array, key);
             return Err(self.error(
@@ -210,7 +239,9 @@ impl<'p> Server<'p> {
                 format!("Asking for block {text}. It has not been put/prepared before !"),
             ));
         }
-        self.touch(from, array, key, Access::Read)?;
+        if checked {
+            self.touch(from, array, key, Access::Read)?;
+        }
         self.store
             .read(array, key)
             .map_err(|e| e.at(&self.program.name, from.line))

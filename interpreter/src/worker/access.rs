@@ -147,6 +147,7 @@ impl Worker<'_> {
             owner: crate::cluster::owner(number, self.workers_servers()),
             line: self.line,
             text,
+            site: u32::MAX,
         }
     }
 

@@ -4,6 +4,7 @@
 //! each iteration.
 
 use super::Worker;
+use super::lookahead::Ahead;
 use crate::error::{Result, RuntimeError};
 use crate::layout::SUBSEGMENTS;
 use sial_compiler::bytecode::{ExprId, IndexKind, IndexSlot, Op};
@@ -11,21 +12,26 @@ use sial_compiler::bytecode::{ExprId, IndexKind, IndexSlot, Op};
 /// An active loop.
 pub(crate) struct Frame {
     /// pc of the loop's start instruction and of its `LoopEnd`.
-    start: usize,
-    end: usize,
-    indices: Vec<IndexSlot>,
-    lo: Vec<i32>,
-    hi: Vec<i32>,
-    current: Vec<i32>,
-    wheres: Vec<ExprId>,
-    manager: Manager,
+    pub(super) start: usize,
+    pub(super) end: usize,
+    pub(super) indices: Vec<IndexSlot>,
+    pub(super) lo: Vec<i32>,
+    pub(super) hi: Vec<i32>,
+    pub(super) current: Vec<i32>,
+    pub(super) wheres: Vec<ExprId>,
+    pub(super) manager: Manager,
+    pub(super) pardo: bool,
     /// Iterations of this loop met so far, before where clauses (the static manager).
-    seen: u64,
+    pub(super) seen: u64,
+    /// The coming iterations, for prefetching (see `lookahead`).
+    pub(super) ahead: Option<Box<Ahead>>,
+    /// The prediction an inner loop (by its start pc) left for its next run.
+    pub(super) carried: Option<(usize, Box<Ahead>)>,
 }
 
 /// Pardo loop managers (SIAL-SPEC §7.10).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Manager {
+pub(super) enum Manager {
     /// Not a pardo, or `SequentialPardoLoop`: this worker runs every iteration.
     All,
     /// The default: the k-th valid iteration since the barrier goes to worker k mod W.
@@ -94,12 +100,16 @@ impl Worker<'_> {
             hi,
             wheres,
             manager,
+            pardo,
             seen: 0,
+            ahead: None,
+            carried: None,
         };
         let empty = frame.hi.iter().zip(&frame.lo).any(|(h, l)| h < l);
         if !empty && self.first_valid(&mut frame, true)? {
             self.frames.push(frame);
             self.scopes.push(Vec::new());
+            self.loop_started();
             Ok(pc + 1)
         } else {
             self.clear_indices(&frame.indices);
@@ -138,9 +148,11 @@ impl Worker<'_> {
         if self.first_valid(&mut frame, false)? {
             self.frames.push(frame);
             self.scopes.push(Vec::new());
+            self.loop_stepped();
             Ok(start + 1)
         } else {
             self.clear_indices(&frame.indices);
+            self.loop_ended(&mut frame);
             Ok(pc + 1)
         }
     }
@@ -203,7 +215,7 @@ impl Worker<'_> {
 }
 
 /// Next combination, first position fastest; false after the last.
-fn odometer(current: &mut [i32], lo: &[i32], hi: &[i32]) -> bool {
+pub(super) fn odometer(current: &mut [i32], lo: &[i32], hi: &[i32]) -> bool {
     for d in 0..current.len() {
         if current[d] < hi[d] {
             current[d] += 1;

@@ -5,8 +5,10 @@
 mod access;
 mod eval;
 mod execute;
+mod lookahead;
 mod loops;
 mod ops;
+pub mod prefetch;
 pub(crate) mod remote;
 
 use crate::cluster::WorkerLink;
@@ -23,8 +25,9 @@ use sial_compiler::bytecode::{ArrayKind, ArraySlot, Op, Persistent, Program};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::io::Write;
+use std::time::{Duration, Instant};
 
-pub use remote::WorkerStats;
+pub use remote::{LineProfile, WorkerStats};
 
 /// What a worker is given to run a program.
 pub struct Env<'a> {
@@ -38,6 +41,12 @@ pub struct Env<'a> {
     pub worker_memory: usize,
     /// Worker 0 collects every distributed/served block at the end (for `--dump`).
     pub snapshot: bool,
+    /// `--prefetch`.
+    pub prefetch: prefetch::PrefetchMode,
+    /// Time and count instructions per source line (`--profile`).
+    pub profile: bool,
+    /// This program's index in the job (names prefetch sites and profile lines).
+    pub program_index: u32,
 }
 
 pub struct Worker<'a> {
@@ -64,6 +73,10 @@ pub struct Worker<'a> {
     pub(crate) env: Env<'a>,
     pub(crate) all_rank_print: bool,
     pub(crate) line: u32,
+    /// Per loop (start pc): whether its body has a barrier (prefetch spans stop there).
+    pub(crate) barrier_loops: RefCell<HashMap<usize, bool>>,
+    /// `--profile`: instructions and time per source line.
+    lines: Vec<(u64, Duration)>,
 }
 
 /// Deepest chain of procedure calls (recursion is legal but must end).
@@ -135,7 +148,12 @@ impl<'a> Worker<'a> {
             });
         }
         let (rank, workers) = (link.rank(), link.workers());
-        let net = RefCell::new(Net::new(link, env.worker_memory));
+        let net = RefCell::new(Net::new(
+            link,
+            env.worker_memory,
+            env.prefetch,
+            env.program_index,
+        ));
         Ok(Worker {
             program,
             net,
@@ -155,15 +173,28 @@ impl<'a> Worker<'a> {
             env,
             all_rank_print: false,
             line: 0,
+            barrier_loops: RefCell::new(HashMap::new()),
+            lines: Vec::new(),
         })
     }
 
     /// Runs the program to its end; then saves what was marked persistent.
     pub fn run(&mut self) -> Result<()> {
         let mut pc = 0usize;
+        let profile = self.env.profile;
         while let Some(ins) = self.program.code.get(pc) {
             self.line = ins.loc.line;
-            pc = match self.step(&ins.op, pc) {
+            let started = profile.then(Instant::now);
+            let next = self.step(&ins.op, pc);
+            if let Some(t) = started {
+                let line = ins.loc.line as usize;
+                if self.lines.len() <= line {
+                    self.lines.resize(line + 1, (0, Duration::ZERO));
+                }
+                self.lines[line].0 += 1;
+                self.lines[line].1 += t.elapsed();
+            }
+            pc = match next {
                 Ok(Some(next)) => next,
                 Ok(None) => break,
                 Err(e) => return Err(e.at(&self.program.name, ins.loc.line)),
@@ -201,7 +232,23 @@ impl<'a> Worker<'a> {
 
     /// This worker's figures.
     pub fn stats(&self) -> WorkerStats {
-        self.net.borrow().stats
+        let net = self.net.borrow();
+        let mut s = net.stats.clone();
+        s.sites = net.site_stats();
+        let program = self.env.program_index;
+        s.lines = self
+            .lines
+            .iter()
+            .enumerate()
+            .filter(|(_, (n, _))| *n > 0)
+            .map(|(line, &(instructions, time))| LineProfile {
+                program,
+                line: line as u32,
+                instructions,
+                time,
+            })
+            .collect();
+        s
     }
 
     /// Executes one instruction; returns the next pc, or `None` at the end of the program.
@@ -275,11 +322,27 @@ impl<'a> Worker<'a> {
                 let sum: f64 = all.iter().map(|c| c.first().copied().unwrap_or(0.0)).sum();
                 self.scalars[target.index()] += sum;
             }
+            Op::Get { block } => self.get(block, pc)?,
             Op::AssertSame { target } => self.assert_same(*target)?,
             Op::BroadcastFrom { root, array } => self.broadcast_from(*root, *array)?,
             _ => self.block_op(op)?,
         }
         Ok(Some(next))
+    }
+
+    /// `get`/`request`: the block is requested unless already fetched in this section, and so
+    /// are the blocks this `get` will want in the coming iterations (prefetch).
+    fn get(&mut self, block: &sial_compiler::bytecode::BlockRef, pc: usize) -> Result<()> {
+        let (key, shape) = self.locate(block)?;
+        let site = self.net.get_mut().site(pc, self.line);
+        let text = || self.block_text(block.array, &key);
+        let mut wanted = self.wanted(block.array, key, &shape, &text);
+        wanted.site = site;
+        self.net.borrow_mut().get(&wanted, true)?;
+        if let Some(scope) = self.scopes.last_mut() {
+            scope.push((block.array, key));
+        }
+        self.prefetch_ahead(pc, block, site)
     }
 
     /// `sip_barrier`/`server_barrier` (SIAL-SPEC §7.6); also resets the pardo counter.

@@ -159,16 +159,6 @@ impl Worker<'_> {
                 let array = array.0;
                 self.tell_servers(|from| ToServer::Delete { from, array })
             }
-            Op::Get { block } => {
-                let (key, shape) = self.locate(block)?;
-                let text = || self.block_text(block.array, &key);
-                let wanted = self.wanted(block.array, key, &shape, &text);
-                self.net.borrow_mut().get(&wanted, true)?;
-                if let Some(scope) = self.scopes.last_mut() {
-                    scope.push((block.array, key));
-                }
-                Ok(())
-            }
             Op::Put { dst, op, value } => self.put(dst, *op, value),
             Op::Print { item, newline } => self.print(item, *newline),
             Op::Execute { special, args } => self.execute(*special, args),

@@ -1,8 +1,11 @@
 //! The worker's side of the worker–server protocol (SIAL-SPEC §7.3.3–§7.6): fetched copies of
 //! distributed and served blocks, asynchronous gets (the first read waits), puts, barriers,
-//! collectives, and the worker memory budget for fetched blocks (§7.3.4).
+//! collectives, and the worker memory budget for fetched blocks (§7.3.4). Prefetched blocks
+//! (DESIGN.md §3) live in the same cache: speculative until a `get` claims them, first to be
+//! evicted, and counted as waste when dropped unclaimed.
 
-use crate::cluster::message::{Origin, ServerStats, ToServer, ToWorker};
+use super::prefetch::{PrefetchMode, Site, SiteStats, merge_sites};
+use crate::cluster::message::{Claim, Origin, ServerStats, ToServer, ToWorker};
 use crate::cluster::{Abort, WorkerLink};
 use crate::error::{Result, RuntimeError};
 use crate::store::{Block, BlockKey};
@@ -28,10 +31,55 @@ struct Entry {
     active: bool,
     last_use: u64,
     bytes: usize,
+    /// The site that fetched it (prefetch figures).
+    site: u32,
+    /// Prefetched and not yet claimed by a `get`.
+    speculative: bool,
+    /// Asked for by a prefetch (claimed or not).
+    prefetched: bool,
+    /// A `get` named it and no read has looked at it since (hit-ratio figures).
+    unread: bool,
+    /// Replies still on their way for requests made before the copy became stale (a put or an
+    /// eviction while pending): dropped when they come, in order, from the one owner.
+    discard: u32,
+}
+
+impl Entry {
+    fn new(bytes: usize, site: u32, clock: u64) -> Entry {
+        Entry {
+            slot: Slot::Pending,
+            active: false,
+            last_use: clock,
+            bytes,
+            site,
+            speculative: false,
+            prefetched: false,
+            unread: false,
+            discard: 0,
+        }
+    }
+
+    /// Drops the data (a put, an eviction); a pending reply will be discarded.
+    fn invalidate(&mut self) {
+        if matches!(self.slot, Slot::Pending) {
+            self.discard += 1;
+        }
+        self.slot = Slot::Evicted;
+    }
+}
+
+/// What became of a prefetch request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Prefetched {
+    Requested,
+    /// Already fetched or on its way.
+    Present,
+    /// The worker memory budget has no room without evicting blocks in use.
+    NoRoom,
 }
 
 /// Figures of one worker for the end-of-run summary and `--stats`.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct WorkerStats {
     pub wait_blocks: Duration,
     pub barrier: Duration,
@@ -47,6 +95,36 @@ pub struct WorkerStats {
     pub refetched: u64,
     pub cache_peak_bytes: u64,
     pub barriers: u64,
+    /// Per `get` site (program, line), merged over programs.
+    pub sites: Vec<SiteStats>,
+    /// Per source line (with `--profile`).
+    pub lines: Vec<LineProfile>,
+}
+
+/// Time and instruction count of one source line (`--profile`).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct LineProfile {
+    pub program: u32,
+    pub line: u32,
+    pub instructions: u64,
+    pub time: Duration,
+}
+
+/// Adds `more` into `total`, matching by program and line.
+pub fn merge_lines(total: &mut Vec<LineProfile>, more: &[LineProfile]) {
+    for m in more {
+        match total
+            .iter_mut()
+            .find(|t| t.program == m.program && t.line == m.line)
+        {
+            Some(t) => {
+                t.instructions += m.instructions;
+                t.time += m.time;
+            }
+            None => total.push(*m),
+        }
+    }
+    total.sort_by_key(|l| (l.program, l.line));
 }
 
 impl WorkerStats {
@@ -65,6 +143,17 @@ impl WorkerStats {
         self.refetched += o.refetched;
         self.cache_peak_bytes = self.cache_peak_bytes.max(o.cache_peak_bytes);
         self.barriers += o.barriers;
+        merge_sites(&mut self.sites, &o.sites);
+        merge_lines(&mut self.lines, &o.lines);
+    }
+
+    /// Every site's figures summed.
+    pub fn prefetch_totals(&self) -> SiteStats {
+        let mut t = SiteStats::default();
+        for s in &self.sites {
+            t.add(s);
+        }
+        t
     }
 }
 
@@ -79,6 +168,13 @@ pub(crate) struct Net<'a> {
     snapshots: Vec<(u32, Blocks)>,
     ended: Vec<ServerStats>,
     pub stats: WorkerStats,
+    pub prefetch: PrefetchMode,
+    /// The `get` sites of this program (by site number) and the program's index in the job.
+    sites: Vec<Site>,
+    site_numbers: HashMap<usize, u32>,
+    program: u32,
+    /// Per server: prefetched blocks a `get` used in this section, reported at the barrier.
+    claims: Vec<Vec<Claim>>,
 }
 
 /// What a get needs to know besides the key.
@@ -89,10 +185,18 @@ pub(crate) struct Wanted<'t> {
     pub owner: usize,
     pub line: u32,
     pub text: &'t dyn Fn() -> String,
+    /// The `get` site asking (its number from `Net::site`).
+    pub site: u32,
 }
 
 impl<'a> Net<'a> {
-    pub fn new(link: &'a mut dyn WorkerLink, budget: usize) -> Net<'a> {
+    pub fn new(
+        link: &'a mut dyn WorkerLink,
+        budget: usize,
+        prefetch: PrefetchMode,
+        program: u32,
+    ) -> Net<'a> {
+        let servers = link.servers();
         Net {
             link,
             cache: HashMap::new(),
@@ -104,6 +208,49 @@ impl<'a> Net<'a> {
             snapshots: Vec::new(),
             ended: Vec::new(),
             stats: WorkerStats::default(),
+            prefetch,
+            sites: Vec::new(),
+            site_numbers: HashMap::new(),
+            program,
+            claims: vec![Vec::new(); servers],
+        }
+    }
+
+    /// The number of the `get` site at `pc` (created at its first execution).
+    pub fn site(&mut self, pc: usize, line: u32) -> u32 {
+        let next = self.sites.len() as u32;
+        let n = *self.site_numbers.entry(pc).or_insert(next);
+        if n == next {
+            self.sites
+                .push(Site::new(self.program, line, self.prefetch));
+        }
+        n
+    }
+
+    /// How far the site looks ahead at this execution.
+    pub fn depth(&mut self, site: u32) -> usize {
+        let mode = self.prefetch;
+        self.sites
+            .get_mut(site as usize)
+            .map_or(0, |s| s.depth(mode))
+    }
+
+    /// The figures of every site so far.
+    pub fn site_stats(&self) -> Vec<SiteStats> {
+        self.sites.iter().map(|s| s.stats).collect()
+    }
+
+    fn site_mut(&mut self, site: u32) -> Option<&mut Site> {
+        self.sites.get_mut(site as usize)
+    }
+
+    /// Counts a prefetched block that leaves the cache unclaimed.
+    fn waste(sites: &mut [Site], e: &mut Entry) {
+        if e.speculative {
+            e.speculative = false;
+            if let Some(s) = sites.get_mut(e.site as usize) {
+                s.wasted();
+            }
         }
     }
 
@@ -121,9 +268,21 @@ impl<'a> Net<'a> {
         self.link.send(server, msg)
     }
 
+    /// Files every reply that has already arrived.
+    fn drain(&mut self) -> Result<()> {
+        while let Some(msg) = self.link.try_recv()? {
+            self.file(msg)?;
+        }
+        Ok(())
+    }
+
     /// Receives one reply and files it.
     fn receive_one(&mut self) -> Result<()> {
         let msg = self.link.recv()?;
+        self.file(msg)
+    }
+
+    fn file(&mut self, msg: ToWorker) -> Result<()> {
         self.stats.messages_received += 1;
         self.stats.bytes_received += msg.payload_bytes() as u64;
         match msg {
@@ -136,11 +295,19 @@ impl<'a> Net<'a> {
                 // A reply to a get of an earlier section was discarded at the barrier.
                 if section == self.section
                     && let Some(e) = self.cache.get_mut(&(array, key))
-                    && matches!(e.slot, Slot::Pending)
                 {
-                    e.slot = Slot::Ready(block);
+                    if e.discard > 0 {
+                        e.discard -= 1;
+                    } else if matches!(e.slot, Slot::Pending) {
+                        e.slot = Slot::Ready(block);
+                    }
                 }
             }
+            ToWorker::Missing {
+                array,
+                key,
+                section,
+            } => self.missing(array, key, section)?,
             ToWorker::Synced { .. } => self.synced += 1,
             ToWorker::Snapshot { array, blocks, .. } => self.snapshots.push((array, blocks)),
             ToWorker::Ended { stats, .. } => self.ended.push(stats),
@@ -157,29 +324,44 @@ impl<'a> Net<'a> {
         if let Some(e) = self.cache.get_mut(&(w.array, w.key)) {
             e.last_use = clock;
             e.active |= active;
+            e.unread = true;
             if !matches!(e.slot, Slot::Evicted) {
+                if e.speculative {
+                    e.speculative = false;
+                    e.site = w.site;
+                    if let Some(s) = self.sites.get_mut(w.site as usize) {
+                        s.used();
+                    }
+                    self.claims[w.owner].push(Claim {
+                        array: w.array,
+                        key: w.key,
+                        line: w.line,
+                    });
+                }
                 self.stats.get_hits += 1;
                 return Ok(false);
             }
-            self.make_room(w)?;
+            e.site = w.site;
+            e.prefetched = false;
+            self.make_room(w, false)?;
             if let Some(e) = self.cache.get_mut(&(w.array, w.key)) {
                 e.slot = Slot::Pending;
             }
             self.cached_bytes += w.bytes;
             self.stats.refetched += 1;
         } else {
-            self.make_room(w)?;
-            self.cache.insert(
-                (w.array, w.key),
-                Entry {
-                    slot: Slot::Pending,
-                    active,
-                    last_use: clock,
-                    bytes: w.bytes,
-                },
-            );
+            self.make_room(w, false)?;
+            let mut e = Entry::new(w.bytes, w.site, clock);
+            e.active = active;
+            e.unread = true;
+            self.cache.insert((w.array, w.key), e);
             self.cached_bytes += w.bytes;
         }
+        self.request(w, false)?;
+        Ok(true)
+    }
+
+    fn request(&mut self, w: &Wanted<'_>, prefetch: bool) -> Result<()> {
         self.stats.blocks_fetched += 1;
         self.stats.cache_peak_bytes = self.stats.cache_peak_bytes.max(self.cached_bytes as u64);
         let from = self.origin(w.line);
@@ -189,20 +371,114 @@ impl<'a> Net<'a> {
                 from,
                 array: w.array,
                 key: w.key,
+                prefetch,
             },
-        )?;
-        Ok(true)
+        )
     }
 
-    /// Evicts the least recently used cached blocks until `w` fits in the budget.
-    fn make_room(&mut self, w: &Wanted<'_>) -> Result<()> {
+    /// A `get` the program will make in a coming iteration: requested now unless the block
+    /// is here or on its way, or there is no room for it without evicting blocks in use or
+    /// other prefetched blocks.
+    pub fn prefetch(&mut self, w: &Wanted<'_>) -> Result<Prefetched> {
+        let evicted = match self.cache.get(&(w.array, w.key)) {
+            Some(e) if !matches!(e.slot, Slot::Evicted) => return Ok(Prefetched::Present),
+            Some(_) => true,
+            None => false,
+        };
+        if self.make_room(w, true).is_err() {
+            if let Some(s) = self.site_mut(w.site) {
+                s.no_room();
+            }
+            return Ok(Prefetched::NoRoom);
+        }
+        self.clock += 1;
+        let clock = self.clock;
+        if evicted {
+            if let Some(e) = self.cache.get_mut(&(w.array, w.key)) {
+                e.slot = Slot::Pending;
+                e.site = w.site;
+                e.speculative = true;
+                e.prefetched = true;
+                e.last_use = clock;
+            }
+        } else {
+            let mut e = Entry::new(w.bytes, w.site, clock);
+            e.speculative = true;
+            e.prefetched = true;
+            self.cache.insert((w.array, w.key), e);
+        }
+        self.cached_bytes += w.bytes;
+        if let Some(s) = self.site_mut(w.site) {
+            s.requested();
+        }
+        self.request(w, true)?;
+        Ok(Prefetched::Requested)
+    }
+
+    /// A prefetched block the server does not hold: forgotten, unless a `get` has claimed it
+    /// meanwhile; then a plain get, so that the server reports the missing block.
+    fn missing(&mut self, array: u32, key: BlockKey, section: u32) -> Result<()> {
+        if section != self.section {
+            return Ok(());
+        }
+        let Some(e) = self.cache.get_mut(&(array, key)) else {
+            return Ok(());
+        };
+        if e.discard > 0 {
+            e.discard -= 1;
+            return Ok(());
+        }
+        if !matches!(e.slot, Slot::Pending) {
+            return Ok(());
+        }
+        if e.speculative {
+            let bytes = e.bytes;
+            self.cache.remove(&(array, key));
+            self.cached_bytes -= bytes;
+            return Ok(());
+        }
+        // Claimed: ask again for real; the server's answer names the block and the line.
+        for (owner, claims) in self.claims.iter_mut().enumerate() {
+            if let Some(i) = claims.iter().position(|c| c.array == array && c.key == key) {
+                let line = claims.remove(i).line;
+                let from = self.origin(line);
+                return self.send(
+                    owner,
+                    ToServer::Get {
+                        from,
+                        array,
+                        key,
+                        prefetch: false,
+                    },
+                );
+            }
+        }
+        Err(RuntimeError::new("internal: a claimed prefetch was lost"))
+    }
+
+    /// Evicts cached blocks until `w` fits in the budget: prefetched blocks not yet claimed
+    /// first (the farthest ahead first), then the least recently used. A prefetch
+    /// (`for_prefetch`) evicts neither blocks in use nor other prefetched blocks.
+    fn make_room(&mut self, w: &Wanted<'_>, for_prefetch: bool) -> Result<()> {
         while self.cached_bytes + w.bytes > self.budget {
-            let victim = self
-                .cache
-                .iter()
-                .filter(|(_, e)| !e.active && matches!(e.slot, Slot::Ready(_)))
-                .min_by_key(|(_, e)| e.last_use)
-                .map(|(k, _)| *k);
+            let speculative = if for_prefetch {
+                None
+            } else {
+                self.cache
+                    .iter()
+                    .filter(|(_, e)| e.speculative && !matches!(e.slot, Slot::Evicted))
+                    .max_by_key(|(_, e)| e.last_use)
+                    .map(|(k, _)| *k)
+            };
+            let victim = speculative.or_else(|| {
+                self.cache
+                    .iter()
+                    .filter(|(_, e)| {
+                        !e.active && !e.speculative && matches!(e.slot, Slot::Ready(_))
+                    })
+                    .min_by_key(|(_, e)| e.last_use)
+                    .map(|(k, _)| *k)
+            });
             let Some(victim) = victim else {
                 return Err(RuntimeError::program(format!(
                     "worker memory budget exceeded: block {} needs {} bytes, {} of the {} byte budget are held by blocks in use (give more with --worker-memory)",
@@ -213,7 +489,8 @@ impl<'a> Net<'a> {
                 )));
             };
             if let Some(e) = self.cache.get_mut(&victim) {
-                e.slot = Slot::Evicted;
+                Self::waste(&mut self.sites, e);
+                e.invalidate();
                 self.cached_bytes -= e.bytes;
                 self.stats.blocks_evicted += 1;
             }
@@ -234,16 +511,38 @@ impl<'a> Net<'a> {
         }
         let started = Instant::now();
         let mut waited = false;
+        let mut drained = false;
         loop {
-            match self.cache.get(&(w.array, w.key)).map(|e| &e.slot) {
-                Some(Slot::Ready(b)) => {
+            match self.cache.get_mut(&(w.array, w.key)) {
+                Some(Entry {
+                    slot: Slot::Ready(b),
+                    unread,
+                    site,
+                    prefetched,
+                    ..
+                }) => {
                     let b = Arc::clone(b);
-                    if waited {
-                        self.stats.wait_blocks += started.elapsed();
+                    let wait = waited.then(|| started.elapsed());
+                    if std::mem::take(unread)
+                        && let Some(s) = self.sites.get_mut(*site as usize)
+                    {
+                        s.read(wait, *prefetched);
+                    }
+                    if let Some(d) = wait {
+                        self.stats.wait_blocks += d;
                     }
                     return Ok(Some(b));
                 }
-                Some(Slot::Pending) => {
+                Some(Entry {
+                    slot: Slot::Pending,
+                    ..
+                }) => {
+                    // Replies already here are not waited for.
+                    if !drained {
+                        drained = true;
+                        self.drain()?;
+                        continue;
+                    }
                     waited = true;
                     self.receive_one()?;
                 }
@@ -260,7 +559,8 @@ impl<'a> Net<'a> {
             if !matches!(e.slot, Slot::Evicted) {
                 self.cached_bytes -= e.bytes;
             }
-            e.slot = Slot::Evicted;
+            Self::waste(&mut self.sites, e);
+            e.invalidate();
         }
         self.send(server, msg)
     }
@@ -275,10 +575,14 @@ impl<'a> Net<'a> {
     /// Drops the fetched copies of one array (`delete`).
     pub fn forget(&mut self, array: u32) {
         let mut freed = 0;
+        let sites = &mut self.sites;
         self.cache.retain(|(a, _), e| {
             let keep = *a != array;
-            if !keep && !matches!(e.slot, Slot::Evicted) {
-                freed += e.bytes;
+            if !keep {
+                if !matches!(e.slot, Slot::Evicted) {
+                    freed += e.bytes;
+                }
+                Self::waste(sites, e);
             }
             keep
         });
@@ -298,9 +602,19 @@ impl<'a> Net<'a> {
     /// applied this worker's requests; meet the other workers; start the next section.
     pub fn barrier(&mut self, line: u32) -> Result<()> {
         let started = Instant::now();
+        for e in self.cache.values_mut() {
+            Self::waste(&mut self.sites, e);
+        }
         self.cache.clear();
         self.cached_bytes = 0;
         self.synced = 0;
+        let from = self.origin(line);
+        for server in 0..self.claims.len() {
+            let blocks = std::mem::take(&mut self.claims[server]);
+            if !blocks.is_empty() {
+                self.send(server, ToServer::Claims { from, blocks })?;
+            }
+        }
         self.tell_all_servers(|from| ToServer::Sync { from }, line)?;
         while self.synced < self.link.servers() {
             self.receive_one()?;

@@ -1,0 +1,344 @@
+//! Prefetch depth and figures per `get`/`request` site (DESIGN.md §3 "Prefetch with lazy index
+//! probing"). A site is one `get` instruction of a program; at each execution it may also
+//! request its blocks for the next `depth` iterations of its loops. With `--prefetch auto` the
+//! depth adapts: when a read waits for a block that was prefetched, the block was asked for
+//! too late, and the depth grows by the wait divided by the time between executions of the
+//! site (then holds while the deeper requests take effect); it halves (down to 0, then
+//! pauses before trying again) when prefetched blocks are wasted or the worker memory budget
+//! has no room for them.
+
+use std::str::FromStr;
+use std::time::{Duration, Instant};
+
+/// `--prefetch off|auto|N`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PrefetchMode {
+    Off,
+    #[default]
+    Auto,
+    /// A fixed depth for every site.
+    Depth(usize),
+}
+
+impl FromStr for PrefetchMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<PrefetchMode, String> {
+        match s {
+            "off" => Ok(PrefetchMode::Off),
+            "auto" => Ok(PrefetchMode::Auto),
+            n => match n.parse::<usize>() {
+                Ok(0) => Ok(PrefetchMode::Off),
+                Ok(d) if d <= MAX_DEPTH => Ok(PrefetchMode::Depth(d)),
+                _ => Err(format!(
+                    "prefetch must be off, auto or a depth from 0 to {MAX_DEPTH}, not \"{s}\""
+                )),
+            },
+        }
+    }
+}
+
+/// The deepest look-ahead (fixed or adapted).
+pub const MAX_DEPTH: usize = 64;
+
+/// Prefetch outcomes (used or wasted) `auto` looks at before judging the waste.
+const WINDOW: u64 = 8;
+
+/// Figures of one site (or, summed, of a worker).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct SiteStats {
+    /// Index of the program in the job, and the source line of the `get`.
+    pub program: u32,
+    pub line: u32,
+    /// Executions of the `get`.
+    pub gets: u64,
+    /// First reads of fetched blocks after a `get`, and those that had to wait.
+    pub reads: u64,
+    pub waited: u64,
+    pub wait: Duration,
+    /// Prefetch requests sent, prefetched blocks a `get` then used, and those dropped unused.
+    pub requested: u64,
+    pub used: u64,
+    pub wasted: u64,
+    /// The deepest look-ahead the site used.
+    pub max_depth: u64,
+}
+
+impl SiteStats {
+    pub fn add(&mut self, o: &SiteStats) {
+        self.gets += o.gets;
+        self.reads += o.reads;
+        self.waited += o.waited;
+        self.wait += o.wait;
+        self.requested += o.requested;
+        self.used += o.used;
+        self.wasted += o.wasted;
+        self.max_depth = self.max_depth.max(o.max_depth);
+    }
+
+    /// Reads that did not wait / all reads of fetched blocks (1 when there were none).
+    pub fn hit_ratio(&self) -> f64 {
+        if self.reads == 0 {
+            1.0
+        } else {
+            (self.reads - self.waited) as f64 / self.reads as f64
+        }
+    }
+}
+
+/// Adds `more` into `total`, matching sites by program and line.
+pub fn merge_sites(total: &mut Vec<SiteStats>, more: &[SiteStats]) {
+    for m in more {
+        match total
+            .iter_mut()
+            .find(|t| t.program == m.program && t.line == m.line)
+        {
+            Some(t) => t.add(m),
+            None => total.push(*m),
+        }
+    }
+    total.sort_by_key(|s| (s.program, s.line));
+}
+
+/// What one window of a site's activity showed.
+#[derive(Debug, Clone, Copy, Default)]
+struct Window {
+    used: u64,
+    wasted: u64,
+    /// Prefetches skipped for want of memory.
+    no_room: u64,
+}
+
+/// One `get` site: its depth and figures.
+#[derive(Debug, Clone)]
+pub(crate) struct Site {
+    pub stats: SiteStats,
+    depth: usize,
+    window: Window,
+    /// After the depth fell to 0 for waste, executions to wait before trying again; doubles
+    /// each time it happens.
+    pause: u64,
+    backoff: u64,
+    /// The longest wait for a prefetched block since the depth last grew.
+    late: Duration,
+    /// Executions before the depth may grow again (deeper requests need time to arrive).
+    hold: usize,
+    /// Seconds between executions (moving average) and the last execution.
+    interval: f64,
+    last: Option<Instant>,
+}
+
+impl Site {
+    pub fn new(program: u32, line: u32, mode: PrefetchMode) -> Site {
+        Site {
+            stats: SiteStats {
+                program,
+                line,
+                ..SiteStats::default()
+            },
+            depth: match mode {
+                PrefetchMode::Off => 0,
+                PrefetchMode::Auto => 1,
+                PrefetchMode::Depth(d) => d,
+            },
+            window: Window::default(),
+            pause: 0,
+            backoff: 32,
+            late: Duration::ZERO,
+            hold: 0,
+            interval: 0.0,
+            last: None,
+        }
+    }
+
+    /// The look-ahead for this execution of the site.
+    pub fn depth(&mut self, mode: PrefetchMode) -> usize {
+        self.stats.gets += 1;
+        if mode == PrefetchMode::Auto {
+            let now = Instant::now();
+            if let Some(last) = self.last {
+                let dt = (now - last).as_secs_f64();
+                self.interval = if self.interval == 0.0 {
+                    dt
+                } else {
+                    0.8 * self.interval + 0.2 * dt
+                };
+            }
+            self.last = Some(now);
+            self.adapt();
+        }
+        self.stats.max_depth = self.stats.max_depth.max(self.depth as u64);
+        self.depth
+    }
+
+    /// `auto`: waste or a full budget lowers the depth; prefetched blocks that came late
+    /// raise it.
+    fn adapt(&mut self) {
+        if self.depth == 0 {
+            if self.pause > 0 {
+                self.pause -= 1;
+                return;
+            }
+            self.depth = 1;
+            self.window = Window::default();
+            return;
+        }
+        self.hold = self.hold.saturating_sub(1);
+        let w = self.window;
+        let judged = w.used + w.wasted >= WINDOW;
+        if w.no_room > 0 || (judged && w.wasted * 4 > w.used + w.wasted) {
+            self.window = Window::default();
+            self.late = Duration::ZERO;
+            self.depth /= 2;
+            if self.depth == 0 {
+                self.pause = self.backoff;
+                self.backoff = (self.backoff * 2).min(1 << 16);
+            }
+            return;
+        }
+        if judged {
+            self.window = Window::default();
+        }
+        if !self.late.is_zero() && self.hold == 0 {
+            let extra = if self.interval > 0.0 {
+                (self.late.as_secs_f64() / self.interval).ceil() as usize
+            } else {
+                self.depth
+            };
+            self.depth = (self.depth + extra.max(1)).min(MAX_DEPTH);
+            self.hold = self.depth;
+            self.late = Duration::ZERO;
+        }
+    }
+
+    /// The first read after a `get` of a block this site fetched; `wait` if it waited,
+    /// `prefetched` if the block was asked for ahead.
+    pub fn read(&mut self, wait: Option<Duration>, prefetched: bool) {
+        self.stats.reads += 1;
+        if let Some(d) = wait {
+            self.stats.waited += 1;
+            self.stats.wait += d;
+            if prefetched {
+                self.late = self.late.max(d);
+            }
+        }
+    }
+
+    pub fn requested(&mut self) {
+        self.stats.requested += 1;
+    }
+
+    pub fn used(&mut self) {
+        self.stats.used += 1;
+        self.window.used += 1;
+    }
+
+    pub fn wasted(&mut self) {
+        self.stats.wasted += 1;
+        self.window.wasted += 1;
+    }
+
+    pub fn no_room(&mut self) {
+        self.window.no_room += 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn modes_parse() {
+        assert_eq!("off".parse(), Ok(PrefetchMode::Off));
+        assert_eq!("auto".parse(), Ok(PrefetchMode::Auto));
+        assert_eq!("0".parse(), Ok(PrefetchMode::Off));
+        assert_eq!("8".parse(), Ok(PrefetchMode::Depth(8)));
+        assert!("65".parse::<PrefetchMode>().is_err());
+        assert!("fast".parse::<PrefetchMode>().is_err());
+    }
+
+    #[test]
+    fn auto_deepens_by_how_late_prefetched_blocks_came() {
+        let mut s = Site::new(0, 1, PrefetchMode::Auto);
+        // 100 us between executions, without the clock's say.
+        let at = |s: &mut Site| {
+            s.last = None;
+            s.interval = 100e-6;
+            s.depth(PrefetchMode::Auto)
+        };
+        assert_eq!(at(&mut s), 1);
+        s.read(Some(Duration::from_micros(450)), true);
+        // 450 us late at 100 us per execution: 5 more.
+        assert_eq!(at(&mut s), 6);
+        // Held while the deeper requests take effect.
+        s.read(Some(Duration::from_micros(300)), true);
+        for _ in 0..5 {
+            assert_eq!(at(&mut s), 6);
+        }
+        assert_eq!(at(&mut s), 9);
+        // Waits for blocks that were not prefetched do not count.
+        for _ in 0..20 {
+            s.read(Some(Duration::from_micros(300)), false);
+            at(&mut s);
+        }
+        assert_eq!(s.depth, 9);
+        assert_eq!(s.stats.waited, 22);
+    }
+
+    #[test]
+    fn auto_backs_off_on_waste_and_tries_again_later() {
+        let mut s = Site::new(0, 1, PrefetchMode::Auto);
+        s.depth(PrefetchMode::Auto);
+        for _ in 0..WINDOW {
+            s.wasted();
+        }
+        assert_eq!(s.depth(PrefetchMode::Auto), 0);
+        for _ in 0..32 {
+            assert_eq!(s.depth(PrefetchMode::Auto), 0);
+        }
+        assert_eq!(s.depth(PrefetchMode::Auto), 1);
+        assert_eq!(s.stats.wasted, WINDOW);
+    }
+
+    #[test]
+    fn a_full_budget_lowers_the_depth() {
+        let mut s = Site::new(0, 1, PrefetchMode::Depth(4));
+        s.depth = 4;
+        for _ in 0..WINDOW {
+            s.no_room();
+        }
+        s.adapt();
+        assert_eq!(s.depth, 2);
+    }
+
+    #[test]
+    fn fixed_depth_does_not_adapt() {
+        let mut s = Site::new(0, 1, PrefetchMode::Depth(3));
+        for _ in 0..100 {
+            s.wasted();
+            assert_eq!(s.depth(PrefetchMode::Depth(3)), 3);
+        }
+    }
+
+    #[test]
+    fn sites_merge_by_program_and_line() {
+        let a = SiteStats {
+            program: 0,
+            line: 5,
+            reads: 4,
+            waited: 1,
+            ..SiteStats::default()
+        };
+        let b = SiteStats {
+            program: 0,
+            line: 3,
+            reads: 2,
+            ..SiteStats::default()
+        };
+        let mut total = vec![a];
+        merge_sites(&mut total, &[a, b]);
+        assert_eq!(total.len(), 2);
+        assert_eq!(total[0].line, 3);
+        assert_eq!(total[1].reads, 8);
+        assert_eq!(total[1].hit_ratio(), 0.75);
+    }
+}

@@ -199,6 +199,23 @@ struct RunArgs {
     /// 1ms; measures how well prefetching hides latency on one machine.
     #[arg(long, value_name = "TIME")]
     simulated_latency: Option<String>,
+    /// Where block instructions run: cpu, gpu (every one the GPU can run), or auto (a cost
+    /// model chooses per instruction; the CPU alone when no GPU is found).
+    #[arg(long, value_name = "cpu|gpu|auto", default_value = "auto")]
+    device: String,
+    /// Device memory for block copies per worker, e.g. 8G (default: the whole device).
+    #[arg(long, value_name = "SIZE")]
+    gpu_memory: Option<String>,
+    /// Page-locked host memory for transfers per worker (default 1G).
+    #[arg(long, value_name = "SIZE")]
+    pinned_memory: Option<String>,
+    /// Copy streams per device (default 2).
+    #[arg(long, value_name = "N", default_value_t = 2)]
+    gpu_streams: usize,
+    /// Testing aid: `host` makes the "GPU" a host-memory device (separate memory, copies on
+    /// threads), so that placement and transfers run where no GPU exists.
+    #[arg(long, value_name = "cuda|host", default_value = "cuda")]
+    gpu_backend: String,
     /// Print time and instruction counts per source line, and prefetch figures per get.
     #[arg(long)]
     profile: bool,
@@ -242,6 +259,41 @@ fn parse_size(text: &str) -> Result<usize, String> {
     };
     n.checked_mul(scale)
         .ok_or_else(|| format!("bad size {text:?}: too large"))
+}
+
+/// `--device`, `--gpu-backend`, `--gpu-memory`, `--pinned-memory`, `--gpu-streams`.
+fn gpu_options(args: &RunArgs) -> Result<sial_interpreter::worker::gpu::GpuOptions, String> {
+    use sial_interpreter::device::DeviceMode;
+    use sial_interpreter::worker::gpu::{Backend, GpuOptions};
+    let mode = match args.device.as_str() {
+        "cpu" => DeviceMode::Cpu,
+        "gpu" => DeviceMode::Gpu,
+        "auto" => DeviceMode::Auto,
+        d => return Err(format!("--device must be cpu, gpu or auto, not {d:?}")),
+    };
+    let backend = match args.gpu_backend.as_str() {
+        "cuda" => Backend::Cuda,
+        "host" => Backend::Host,
+        b => return Err(format!("--gpu-backend must be cuda or host, not {b:?}")),
+    };
+    if args.gpu_streams == 0 || args.gpu_streams > 64 {
+        return Err("--gpu-streams must be from 1 to 64".into());
+    }
+    let defaults = GpuOptions::default();
+    let size = |v: &Option<String>, flag: &str, default: usize| {
+        v.as_deref()
+            .map(parse_size)
+            .transpose()
+            .map(|s| s.unwrap_or(default))
+            .map_err(|e| format!("{flag}: {e}"))
+    };
+    Ok(GpuOptions {
+        mode,
+        backend,
+        memory: size(&args.gpu_memory, "--gpu-memory", defaults.memory)?,
+        pinned: size(&args.pinned_memory, "--pinned-memory", defaults.pinned)?,
+        streams: args.gpu_streams,
+    })
 }
 
 /// `200us`, `1ms`, `0.5s`, `0`.
@@ -395,6 +447,10 @@ fn run_job(args: RunArgs) -> ExitCode {
         Ok(f) => f,
         Err(e) => return fail(e),
     };
+    let gpu = match gpu_options(&args) {
+        Ok(g) => g,
+        Err(e) => return fail(e),
+    };
     let prefetch = match args.prefetch.parse() {
         Ok(p) => p,
         Err(e) => return fail(format!("--prefetch: {e}")),
@@ -479,6 +535,7 @@ fn run_job(args: RunArgs) -> ExitCode {
         prefetch,
         simulated_latency,
         profile: args.profile,
+        gpu,
     };
     let mut collect = |state: &sial_interpreter::worker::FinalState<'_>| {
         if args.dump.is_some() {

@@ -305,6 +305,59 @@ fn prefetch_depths_give_the_dump_of_one_process() {
     );
 }
 
+/// Devices never change results: every block instruction the device can run on the
+/// host-memory device (`--gpu-backend host`, the same protocol as a GPU), with a device memory
+/// small enough to force evictions, and automatic placement.
+#[test]
+fn devices_give_the_dump_of_one_process() {
+    check_configs(
+        &[],
+        &[
+            (
+                "(one process, device gpu)",
+                vec![
+                    "--workers",
+                    "1",
+                    "--servers",
+                    "0",
+                    "--device",
+                    "gpu",
+                    "--gpu-backend",
+                    "host",
+                ],
+            ),
+            (
+                "(threads W=2 S=1, device gpu, 64K of device memory)",
+                vec![
+                    "--workers",
+                    "2",
+                    "--servers",
+                    "1",
+                    "--device",
+                    "gpu",
+                    "--gpu-backend",
+                    "host",
+                    "--gpu-memory",
+                    "64K",
+                ],
+            ),
+            (
+                "(threads W=1 S=1, device auto)",
+                vec![
+                    "--workers",
+                    "1",
+                    "--servers",
+                    "1",
+                    "--device",
+                    "auto",
+                    "--gpu-backend",
+                    "host",
+                ],
+            ),
+        ],
+    );
+}
+
 /// `mpirun -n N <sial>`, with what Open MPI needs to run as root and on fewer cores.
 #[cfg(feature = "mpi")]
 fn mpirun(n: usize) -> Vec<String> {

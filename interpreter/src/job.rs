@@ -59,6 +59,8 @@ pub struct Options {
     pub simulated_latency: Duration,
     /// `--profile`: time and instruction counts per source line.
     pub profile: bool,
+    /// `--device`, `--gpu-memory`, `--pinned-memory` and the device backend.
+    pub gpu: crate::worker::gpu::GpuOptions,
 }
 
 impl Options {
@@ -120,6 +122,7 @@ impl Default for Options {
             prefetch: PrefetchMode::default(),
             simulated_latency: Duration::ZERO,
             profile: false,
+            gpu: crate::worker::gpu::GpuOptions::default(),
         }
     }
 }
@@ -146,6 +149,8 @@ pub struct Report {
     pub single_process: bool,
     /// The job's program names (prefetch sites and profile lines name their program).
     pub programs: Vec<String>,
+    /// The devices the job could use, in words.
+    pub devices: String,
 }
 
 /// Runs every program of a job; `done` sees each program's final state on worker 0.
@@ -186,6 +191,7 @@ pub fn run(
 
     report.wall = started.elapsed();
     report.programs = programs.iter().map(|p| p.name.clone()).collect();
+    report.devices = crate::worker::gpu::describe(&options.gpu);
     Ok(report)
 }
 
@@ -281,6 +287,7 @@ fn run_program(
         prefetch: options.prefetch,
         profile: options.profile,
         program_index: index as u32,
+        gpu: options.gpu,
     };
     let mut worker = Worker::new(program, env, link).map_err(|e| e.at(&program.name, 0))?;
     worker.run()?;

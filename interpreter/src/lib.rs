@@ -6,6 +6,7 @@
 
 pub mod checkpoint;
 pub mod cluster;
+pub mod device;
 pub mod dump;
 pub mod error;
 pub mod job;

@@ -46,6 +46,22 @@ pub fn summary(r: &Report) -> String {
             w.blocks_evicted,
         ));
     }
+    if !r.devices.is_empty() {
+        s.push_str(&format!("  devices: {}\n", r.devices));
+    }
+    if let Some(g) = gpu_figures(r) {
+        s.push_str(&format!(
+            "  gpu ({}): {} instructions on the device, {} on the CPU; {} uploads ({:.2} MiB), {} downloads ({:.2} MiB); pinned cache hit ratio {:.3}\n",
+            g.device,
+            g.device_instructions,
+            g.host_instructions,
+            g.uploads,
+            mib(g.upload_bytes),
+            g.downloads,
+            mib(g.download_bytes),
+            g.pinned.hit_ratio(),
+        ));
+    }
     let (t, _) = prefetch_figures(r);
     if t.reads > 0 || t.requested > 0 {
         s.push_str(&format!(
@@ -79,6 +95,18 @@ pub fn summary(r: &Report) -> String {
         }
     }
     s
+}
+
+/// Device figures summed over the workers that had a device.
+fn gpu_figures(r: &Report) -> Option<crate::device::GpuStats> {
+    let mut total: Option<crate::device::GpuStats> = None;
+    for g in r.workers.iter().filter_map(|w| w.gpu.as_ref()) {
+        match &mut total {
+            Some(t) => t.add(g),
+            None => total = Some(g.clone()),
+        }
+    }
+    total
 }
 
 /// Prefetch figures summed over workers: totals and per site.
@@ -231,9 +259,31 @@ pub fn stats_json(r: &Report) -> Value {
     let sum =
         |f: &dyn Fn(&crate::worker::WorkerStats) -> u64| -> u64 { r.workers.iter().map(f).sum() };
     let (t, sites) = prefetch_figures(r);
+    let gpu = gpu_figures(r).map(|g| {
+        json!({
+            "device": g.device,
+            "devices": r.devices,
+            "uploads": g.uploads,
+            "upload_bytes": g.upload_bytes,
+            "downloads": g.downloads,
+            "download_bytes": g.download_bytes,
+            "device_instructions": g.device_instructions,
+            "host_instructions": g.host_instructions,
+            "kernel_launches": g.kernel_launches,
+            "evictions": g.evictions,
+            "write_backs": g.write_backs,
+            "pinned_hits": g.pinned.hits,
+            "pinned_misses": g.pinned.misses,
+            "pinned_hit_ratio": g.pinned.hit_ratio(),
+            "pinned_alloc_seconds": g.pinned.alloc_seconds,
+            "pinned_peak_bytes": g.pinned.peak_bytes,
+        })
+    });
     json!({
         "format": "sial-stats/1",
         "wall_seconds": wall,
+        "devices": r.devices,
+        "gpu": gpu,
         "workers": workers,
         "servers": servers,
         "prefetch": {

@@ -318,6 +318,46 @@ impl ContractionPlan {
         }
     }
 
+    /// The GEMM's `[m, n, k]`: `[FL, FR]` result (`m×n`) from `[FL, C]` (`m×k`) and `[C, FR]`
+    /// (`k×n`). With a swapped dst ([`Self::dst_prep`]) the GEMM computes the `n×m` transpose.
+    ///
+    /// This and the other step accessors expose the plan's choices so that another executor
+    /// (a GPU) can run exactly the steps of [`Self::execute`].
+    pub fn gemm_dims(&self) -> [usize; 3] {
+        [self.dims.m, self.dims.n, self.dims.k]
+    }
+
+    /// Element counts of dst, left and right.
+    pub fn lens(&self) -> [usize; 3] {
+        self.lens
+    }
+
+    /// How the left operand reaches the GEMM: `(transposed, permute)`. With `permute ==
+    /// Some((from, to, perm))` it is first permuted from shape `from` into a `[FL, C]` temporary
+    /// of shape `to` (and `transposed` is false); otherwise it is used in place, stored `[C, FL]`
+    /// if `transposed`.
+    pub fn left_prep(&self) -> (bool, Option<(Shape, Shape, Perm)>) {
+        prep_view(&self.left)
+    }
+
+    /// How the right operand reaches the GEMM, as [`Self::left_prep`]: the temporary is
+    /// `[C, FR]`; in place it is stored `[FR, C]` if `transposed`.
+    pub fn right_prep(&self) -> (bool, Option<(Shape, Shape, Perm)>) {
+        prep_view(&self.right)
+    }
+
+    /// How the GEMM result reaches dst: `(swapped, permute)`. With `permute == Some((tmp, to,
+    /// perm))` the GEMM writes a `[FL, FR]` temporary of shape `tmp` (beta 0) that is then
+    /// permuted (beta 0) or permute-added (after scaling dst by beta) into dst of shape `to`.
+    /// Otherwise the GEMM writes dst directly, as `Dᵀ = Rᵀ·Lᵀ` (an `n×m` GEMM with the operands
+    /// exchanged and their transposition flags flipped) if `swapped`.
+    pub fn dst_prep(&self) -> (bool, Option<(Shape, Shape, Perm)>) {
+        match &self.dst {
+            DstPrep::InPlace { swapped } => (*swapped, None),
+            DstPrep::Permute { tmp, to, perm } => (false, Some((*tmp, *to, *perm))),
+        }
+    }
+
     /// Floating-point operations of the GEMM (`2·m·n·k`), for rates and cost models.
     pub fn flops(&self) -> f64 {
         2.0 * self.dims.m as f64 * self.dims.n as f64 * self.dims.k as f64
@@ -414,6 +454,14 @@ fn prepare<'a>(
                 transposed: false,
             })
         }
+    }
+}
+
+/// The public view of a [`Prep`] (see [`ContractionPlan::left_prep`]).
+fn prep_view(prep: &Prep) -> (bool, Option<(Shape, Shape, Perm)>) {
+    match prep {
+        Prep::InPlace { transposed } => (*transposed, None),
+        Prep::Permute { from, to, perm } => (false, Some((*from, *to, *perm))),
     }
 }
 

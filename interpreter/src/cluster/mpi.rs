@@ -835,6 +835,7 @@ fn stats_out(s: &WorkerStats) -> Vec<f64> {
         barriers,
         ref sites,
         ref lines,
+        gpu: _,
     } = *s;
     let mut v = vec![wait_blocks.as_secs_f64(), barrier.as_secs_f64()];
     // Counts stay exact as f64 below 2^53.
@@ -857,21 +858,18 @@ fn stats_out(s: &WorkerStats) -> Vec<f64> {
     );
     v.push(sites.len() as f64);
     for t in sites {
-        v.extend(
-            [
-                t.program as f64,
-                t.line as f64,
-                t.gets as f64,
-                t.reads as f64,
-                t.waited as f64,
-                t.wait.as_secs_f64(),
-                t.requested as f64,
-                t.used as f64,
-                t.wasted as f64,
-                t.max_depth as f64,
-            ]
-            .into_iter(),
-        );
+        v.extend([
+            t.program as f64,
+            t.line as f64,
+            t.gets as f64,
+            t.reads as f64,
+            t.waited as f64,
+            t.wait.as_secs_f64(),
+            t.requested as f64,
+            t.used as f64,
+            t.wasted as f64,
+            t.max_depth as f64,
+        ]);
     }
     v.push(lines.len() as f64);
     for l in lines {
@@ -935,6 +933,7 @@ fn stats_in(v: &[f64]) -> WorkerStats {
                 })
                 .collect()
         },
+        gpu: None,
     }
 }
 
@@ -990,10 +989,13 @@ pub fn run(
                 Ok(None)
             }
             Link::Worker(mut link) => {
-                let report = work_all(
+                let mut report = work_all(
                     todo, &resume, setup, registry, out, options, &mut link, &mut done,
                 )?;
                 link.outbox.drain();
+                if let Some(r) = &mut report {
+                    r.programs = programs.iter().map(|p| p.name.clone()).collect();
+                }
                 Ok(report)
             }
         }
@@ -1150,9 +1152,15 @@ fn work_all(
         dir.remove();
     }
     servers.resize(options.servers, ServerStats::default());
+    let mut workers: Vec<WorkerStats> = all.iter().map(|v| stats_in(v)).collect();
+    // Device figures are worker 0's (the others' are not gathered).
+    if let Some(w) = workers.first_mut() {
+        w.gpu = mine.gpu.clone();
+    }
     Ok(Some(Report {
-        workers: all.iter().map(|v| stats_in(v)).collect(),
+        workers,
         servers,
+        devices: crate::worker::gpu::describe(&options.gpu),
         ..Report::default()
     }))
 }

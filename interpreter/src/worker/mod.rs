@@ -5,6 +5,7 @@
 mod access;
 mod eval;
 mod execute;
+pub mod gpu;
 mod lookahead;
 mod loops;
 mod ops;
@@ -47,6 +48,8 @@ pub struct Env<'a> {
     pub profile: bool,
     /// This program's index in the job (names prefetch sites and profile lines).
     pub program_index: u32,
+    /// `--device` and the device options.
+    pub gpu: gpu::GpuOptions,
 }
 
 pub struct Worker<'a> {
@@ -77,6 +80,8 @@ pub struct Worker<'a> {
     pub(crate) barrier_loops: RefCell<HashMap<usize, bool>>,
     /// `--profile`: instructions and time per source line.
     lines: Vec<(u64, Duration)>,
+    /// The device this worker places block instructions on, if any.
+    pub(crate) gpu: Option<Box<gpu::Gpu>>,
 }
 
 /// Deepest chain of procedure calls (recursion is legal but must end).
@@ -148,6 +153,7 @@ impl<'a> Worker<'a> {
             });
         }
         let (rank, workers) = (link.rank(), link.workers());
+        let gpu = gpu::open(&env.gpu, rank)?.map(|d| Box::new(gpu::Gpu::new(d, &env.gpu, program)));
         let net = RefCell::new(Net::new(
             link,
             env.worker_memory,
@@ -175,6 +181,7 @@ impl<'a> Worker<'a> {
             line: 0,
             barrier_loops: RefCell::new(HashMap::new()),
             lines: Vec::new(),
+            gpu,
         })
     }
 
@@ -206,6 +213,10 @@ impl<'a> Worker<'a> {
     /// The end of a program (SIAL-SPEC §7.9): the implicit barrier, the final state of the
     /// servers' arrays (for dumps), persistent objects saved, the servers told to finish.
     fn finish(&mut self) -> Result<()> {
+        // Local blocks outlive the program only in a dump.
+        if self.env.snapshot {
+            self.flush_all()?;
+        }
         self.barrier()?;
         if self.env.snapshot && self.rank == 0 {
             for (a, array) in self.program.arrays.iter().enumerate() {
@@ -235,6 +246,7 @@ impl<'a> Worker<'a> {
         let net = self.net.borrow();
         let mut s = net.stats.clone();
         s.sites = net.site_stats();
+        s.gpu = self.gpu.as_ref().map(|g| g.stats());
         let program = self.env.program_index;
         s.lines = self
             .lines
@@ -254,6 +266,9 @@ impl<'a> Worker<'a> {
     /// Executes one instruction; returns the next pc, or `None` at the end of the program.
     fn step(&mut self, op: &Op, pc: usize) -> Result<Option<usize>> {
         let next = pc + 1;
+        if self.gpu.is_some() {
+            self.before_step(op)?;
+        }
         match op {
             Op::Jump { target } => return Ok(Some(*target as usize)),
             Op::JumpUnless { cond, target } => {
@@ -325,7 +340,7 @@ impl<'a> Worker<'a> {
             Op::Get { block } => self.get(block, pc)?,
             Op::AssertSame { target } => self.assert_same(*target)?,
             Op::BroadcastFrom { root, array } => self.broadcast_from(*root, *array)?,
-            _ => self.block_op(op)?,
+            _ => self.placed_op(op, pc)?,
         }
         Ok(Some(next))
     }
@@ -349,6 +364,7 @@ impl<'a> Worker<'a> {
     fn barrier(&mut self) -> Result<()> {
         self.net.get_mut().barrier(self.line)?;
         self.pardo_counter = 0;
+        self.forget_fetched_on_device()?;
         Ok(())
     }
 
@@ -406,6 +422,8 @@ impl<'a> Worker<'a> {
                 match &mut self.storage[a.index()] {
                     Storage::Blocks(map) => {
                         map.remove(&key);
+                        // A failure here is a device failure; the next device use reports it.
+                        let _ = self.forget_on_device((a.0, key));
                     }
                     Storage::Remote => self.net.get_mut().release(a.0, key),
                     _ => {}

@@ -122,9 +122,10 @@ pub(crate) struct Site {
     late: Duration,
     /// Executions before the depth may grow again (deeper requests need time to arrive).
     hold: usize,
-    /// Seconds between executions (moving average) and the last execution.
+    /// Seconds of work between executions, waits for blocks left out (moving average); the
+    /// last execution and the worker's total wait then.
     interval: f64,
-    last: Option<Instant>,
+    last: Option<(Instant, Duration)>,
 }
 
 impl Site {
@@ -150,20 +151,22 @@ impl Site {
         }
     }
 
-    /// The look-ahead for this execution of the site.
-    pub fn depth(&mut self, mode: PrefetchMode) -> usize {
+    /// The look-ahead for this execution of the site; `waited` is the worker's total wait
+    /// for blocks so far.
+    pub fn depth(&mut self, mode: PrefetchMode, waited: Duration) -> usize {
         self.stats.gets += 1;
         if mode == PrefetchMode::Auto {
             let now = Instant::now();
-            if let Some(last) = self.last {
-                let dt = (now - last).as_secs_f64();
+            if let Some((last, waited_then)) = self.last {
+                let dt = (now - last).saturating_sub(waited.saturating_sub(waited_then));
+                let dt = dt.as_secs_f64().max(1e-7);
                 self.interval = if self.interval == 0.0 {
                     dt
                 } else {
                     0.8 * self.interval + 0.2 * dt
                 };
             }
-            self.last = Some(now);
+            self.last = Some((now, waited));
             self.adapt();
         }
         self.stats.max_depth = self.stats.max_depth.max(self.depth as u64);
@@ -263,7 +266,7 @@ mod tests {
         let at = |s: &mut Site| {
             s.last = None;
             s.interval = 100e-6;
-            s.depth(PrefetchMode::Auto)
+            s.depth(PrefetchMode::Auto, Duration::ZERO)
         };
         assert_eq!(at(&mut s), 1);
         s.read(Some(Duration::from_micros(450)), true);
@@ -287,15 +290,15 @@ mod tests {
     #[test]
     fn auto_backs_off_on_waste_and_tries_again_later() {
         let mut s = Site::new(0, 1, PrefetchMode::Auto);
-        s.depth(PrefetchMode::Auto);
+        s.depth(PrefetchMode::Auto, Duration::ZERO);
         for _ in 0..WINDOW {
             s.wasted();
         }
-        assert_eq!(s.depth(PrefetchMode::Auto), 0);
+        assert_eq!(s.depth(PrefetchMode::Auto, Duration::ZERO), 0);
         for _ in 0..32 {
-            assert_eq!(s.depth(PrefetchMode::Auto), 0);
+            assert_eq!(s.depth(PrefetchMode::Auto, Duration::ZERO), 0);
         }
-        assert_eq!(s.depth(PrefetchMode::Auto), 1);
+        assert_eq!(s.depth(PrefetchMode::Auto, Duration::ZERO), 1);
         assert_eq!(s.stats.wasted, WINDOW);
     }
 
@@ -315,7 +318,7 @@ mod tests {
         let mut s = Site::new(0, 1, PrefetchMode::Depth(3));
         for _ in 0..100 {
             s.wasted();
-            assert_eq!(s.depth(PrefetchMode::Depth(3)), 3);
+            assert_eq!(s.depth(PrefetchMode::Depth(3), Duration::ZERO), 3);
         }
     }
 

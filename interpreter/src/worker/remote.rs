@@ -99,6 +99,8 @@ pub struct WorkerStats {
     pub sites: Vec<SiteStats>,
     /// Per source line (with `--profile`).
     pub lines: Vec<LineProfile>,
+    /// The device's figures, when the worker had one.
+    pub gpu: Option<crate::device::GpuStats>,
 }
 
 /// Time and instruction count of one source line (`--profile`).
@@ -145,6 +147,11 @@ impl WorkerStats {
         self.barriers += o.barriers;
         merge_sites(&mut self.sites, &o.sites);
         merge_lines(&mut self.lines, &o.lines);
+        match (&mut self.gpu, &o.gpu) {
+            (Some(t), Some(m)) => t.add(m),
+            (None, Some(m)) => self.gpu = Some(m.clone()),
+            _ => {}
+        }
     }
 
     /// Every site's figures summed.
@@ -230,9 +237,10 @@ impl<'a> Net<'a> {
     /// How far the site looks ahead at this execution.
     pub fn depth(&mut self, site: u32) -> usize {
         let mode = self.prefetch;
+        let waited = self.stats.wait_blocks;
         self.sites
             .get_mut(site as usize)
-            .map_or(0, |s| s.depth(mode))
+            .map_or(0, |s| s.depth(mode, waited))
     }
 
     /// The figures of every site so far.

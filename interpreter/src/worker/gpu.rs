@@ -1,0 +1,790 @@
+//! Block instructions on a device (DESIGN.md §3 "Devices" and "Placement"). The programmer
+//! marks nothing: for each block instruction the device can run (fill, scale, copy/permute,
+//! add, sum, contraction, scaled copy), the placement model weighs its compute time on each
+//! side plus the transfers its operands would need, looking a few instructions ahead, and the
+//! cheaper side runs it. Blocks keep a host and a device copy with versions
+//! (`device::DeviceCopies`): a device instruction uploads only operands it reads whose device
+//! copy is stale; a result stays on the device until something on the host needs it.
+//!
+//! Host consistency: before an instruction runs on the host, the blocks it uses whose newest
+//! data is on the device are downloaded into the worker's storage. For the instructions the
+//! device can run, that is exactly their operands; for any other instruction that touches
+//! blocks, every block whose newest data is on the device is downloaded first, and if the
+//! instruction may write blocks (specials, slices, inserts, allocation), every device copy of
+//! a local block is dropped afterwards so that none can be stale. Fetched copies of
+//! distributed/served blocks are uploaded read-only and dropped when the fetched copy changes.
+
+use super::Worker;
+use crate::device::placement::{Instr, Use};
+use crate::device::{
+    self, Calibration, DevBuf, Device, DeviceCopies, DeviceMode, GpuStats, Intent, OpKind,
+    Placement, Target,
+};
+use crate::error::{Result, RuntimeError};
+use crate::store::{Block, BlockKey, Storage};
+use sial_compiler::bytecode::{
+    ArrayKind, BlockRef, ExprId, ExprOp, Op, Operand, PrintItem, Program, PutValue, ScalarUpdate,
+    Sign,
+};
+use sial_superinstructions as k;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+/// Instructions after the current one the placement model looks at.
+const LOOKAHEAD: usize = 3;
+
+/// A block on a device: array and key.
+type Key = (u32, BlockKey);
+
+/// Which device implementation (`--gpu-backend`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Backend {
+    /// CUDA GPUs through the driver loaded at run time.
+    #[default]
+    Cuda,
+    /// The host-memory device (testing aid: separate "device" memory, copies on threads).
+    Host,
+}
+
+/// The device options of a job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GpuOptions {
+    pub mode: DeviceMode,
+    pub backend: Backend,
+    /// Bytes of device memory for block copies (`--gpu-memory`).
+    pub memory: usize,
+    /// Bytes of pinned host memory for transfers (`--pinned-memory`).
+    pub pinned: usize,
+    pub streams: usize,
+}
+
+impl Default for GpuOptions {
+    fn default() -> GpuOptions {
+        GpuOptions {
+            mode: DeviceMode::Auto,
+            backend: Backend::Cuda,
+            memory: usize::MAX,
+            pinned: 1 << 30,
+            streams: 2,
+        }
+    }
+}
+
+/// What a worker found: a device of its own, or none (and why).
+pub fn open(options: &GpuOptions, rank: usize) -> Result<Option<Box<dyn Device>>> {
+    if options.mode == DeviceMode::Cpu {
+        return Ok(None);
+    }
+    let found: Option<Box<dyn Device>> = match options.backend {
+        Backend::Host => {
+            let config = device::HostDeviceConfig {
+                streams: options.streams,
+                ..device::HostDeviceConfig::default()
+            };
+            Some(Box::new(
+                device::HostDevice::new(&config).map_err(gpu_error)?,
+            ))
+        }
+        Backend::Cuda => {
+            let count = device::cuda::device_count();
+            if count == 0 {
+                None
+            } else {
+                device::CudaDevice::open_with(rank % count, options.streams)
+                    .map_err(gpu_error)?
+                    .map(|d| Box::new(d) as Box<dyn Device>)
+            }
+        }
+    };
+    if found.is_none() && options.mode == DeviceMode::Gpu {
+        return Err(RuntimeError::input(
+            "--device gpu: no GPU found (no CUDA driver or no device); run with --device cpu or auto",
+        ));
+    }
+    Ok(found)
+}
+
+/// The devices a job with these options can use, in words (for the summary).
+pub fn describe(options: &GpuOptions) -> String {
+    match (options.mode, options.backend) {
+        (DeviceMode::Cpu, _) => "CPU only (--device cpu)".into(),
+        (_, Backend::Host) => {
+            "CPU and the host-memory device (--gpu-backend host, a testing aid)".into()
+        }
+        (_, Backend::Cuda) => match device::cuda::device_count() {
+            0 if device::cuda::libraries_present() => {
+                "CPU only: the CUDA libraries are present but no GPU is visible".into()
+            }
+            0 => "CPU only: no CUDA driver found".into(),
+            n => format!("CPU and {n} CUDA GPU{}", if n == 1 { "" } else { "s" }),
+        },
+    }
+}
+
+fn gpu_error(e: device::DeviceError) -> RuntimeError {
+    RuntimeError::new(format!("GPU: {e}"))
+}
+
+/// One worker's device state.
+pub(crate) struct Gpu {
+    copies: DeviceCopies<Key>,
+    placement: Placement,
+    /// Blocks whose newest data is on the device.
+    dirty: HashSet<Key>,
+    /// Blocks with a device copy (an evicted one may linger here; dropping it again is
+    /// harmless).
+    resident: HashSet<Key>,
+    /// Fetched blocks uploaded, with the fetched copy they came from.
+    fetched: HashMap<Key, Arc<Block>>,
+    /// Per expression of the program: whether it reads blocks (an element or a dot product).
+    reads_blocks: Vec<bool>,
+}
+
+impl Gpu {
+    pub fn new(dev: Box<dyn Device>, options: &GpuOptions, program: &Program) -> Gpu {
+        let calibration = if dev.name().starts_with("host") {
+            Calibration::host_device()
+        } else {
+            Calibration::h100_vs_one_core()
+        };
+        Gpu {
+            copies: DeviceCopies::new(dev, options.memory, options.pinned),
+            placement: Placement::new(options.mode, calibration),
+            dirty: HashSet::new(),
+            resident: HashSet::new(),
+            fetched: HashMap::new(),
+            reads_blocks: program
+                .exprs
+                .iter()
+                .map(|e| {
+                    e.ops
+                        .iter()
+                        .any(|o| matches!(o, ExprOp::LoadBlockScalar(_) | ExprOp::Dot { .. }))
+                })
+                .collect(),
+        }
+    }
+
+    pub fn stats(&self) -> GpuStats {
+        self.copies.stats()
+    }
+}
+
+/// How an instruction the device can run uses one block.
+struct Place {
+    key: Key,
+    shape: Vec<usize>,
+    intent: Intent,
+    /// A fetched copy of a distributed/served block (read-only).
+    fetched: bool,
+}
+
+/// The kernel of a device instruction, with its operands in `places` order (dst first).
+enum Kernel {
+    Scalar(ScalarUpdate, f64),
+    Copy(Option<Vec<usize>>),
+    Accumulate(f64, Option<Vec<usize>>),
+    Sum(Sign),
+    Contract(Box<k::ContractionPlan>, f64),
+    ScaleCopy(f64, bool),
+}
+
+/// Instructions that touch no block of the worker's storage.
+fn blockless(op: &Op) -> bool {
+    matches!(
+        op,
+        Op::Jump { .. }
+            | Op::JumpUnless { .. }
+            | Op::Call { .. }
+            | Op::Return
+            | Op::End
+            | Op::DoStart { .. }
+            | Op::DoInStart { .. }
+            | Op::PardoStart { .. }
+            | Op::LoopEnd { .. }
+            | Op::Exit { .. }
+            | Op::SectionStart
+            | Op::GpuOn
+            | Op::GpuOff
+            | Op::Gpu { .. }
+            | Op::Create { .. }
+            | Op::AssignInt { .. }
+            | Op::AssignScalar { .. }
+            | Op::Collective { .. }
+            | Op::AssertSame { .. }
+            | Op::Get { .. }
+    )
+}
+
+/// Instructions that read blocks but write none of the worker's storage.
+fn reads_only(op: &Op) -> bool {
+    matches!(
+        op,
+        Op::Put { .. } | Op::Print { .. } | Op::SetPersistent { .. } | Op::Delete { .. }
+    )
+}
+
+impl Worker<'_> {
+    /// Before any instruction: an expression that reads blocks (an element, a dot product)
+    /// needs their newest data on the host.
+    pub(super) fn before_step(&mut self, op: &Op) -> Result<()> {
+        let Some(g) = self.gpu.as_ref() else {
+            return Ok(());
+        };
+        if g.dirty.is_empty() {
+            return Ok(());
+        }
+        let one = |e: &ExprId| std::slice::from_ref(e).to_vec();
+        let exprs: Vec<ExprId> = match op {
+            Op::AssignInt { value, .. }
+            | Op::AssignScalar { value, .. }
+            | Op::Collective { value, .. }
+            | Op::BlockScalar { value, .. } => one(value),
+            Op::JumpUnless { cond, .. } => one(cond),
+            Op::BlockScaleCopy { factor, .. } => one(factor),
+            Op::BroadcastFrom { root, .. } => one(root),
+            Op::Put {
+                value: PutValue::Scalar(e),
+                ..
+            }
+            | Op::Print {
+                item: PrintItem::ScalarExpr(e) | PrintItem::IntExpr(e),
+                ..
+            } => one(e),
+            Op::DoStart { wheres, .. }
+            | Op::DoInStart { wheres, .. }
+            | Op::PardoStart { wheres, .. } => wheres.clone(),
+            Op::LoopEnd { .. } => self
+                .frames
+                .last()
+                .map(|f| f.wheres.clone())
+                .unwrap_or_default(),
+            _ => Vec::new(),
+        };
+        let mut refs = Vec::new();
+        for e in exprs {
+            if !g.reads_blocks.get(e.index()).copied().unwrap_or(true) {
+                continue;
+            }
+            for o in &self.program.expr(e).ops {
+                match o {
+                    ExprOp::LoadBlockScalar(b) => refs.push(b.clone()),
+                    ExprOp::Dot { left, right, .. } => {
+                        refs.push(left.clone());
+                        refs.push(right.clone());
+                    }
+                    _ => {}
+                }
+            }
+        }
+        self.flush_refs(&refs)
+    }
+
+    /// Downloads the blocks `refs` designate now, where their newest data is on the device.
+    fn flush_refs(&mut self, refs: &[BlockRef]) -> Result<()> {
+        for r in refs {
+            if !self.local_blocks(r.array) {
+                continue;
+            }
+            // A selector that does not resolve is the instruction's error to report.
+            let Ok((key, _)) = self.locate(r) else {
+                continue;
+            };
+            let key = (r.array.0, key);
+            let Some(g) = self.gpu.as_mut() else {
+                return Ok(());
+            };
+            if !g.dirty.remove(&key) {
+                continue;
+            }
+            if let Storage::Blocks(map) = &mut self.storage[key.0 as usize]
+                && let Some(b) = map.get_mut(&key.1)
+            {
+                g.copies
+                    .for_host(key, Intent::Read, &mut b.data)
+                    .map_err(gpu_error)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs a block instruction: on the device when the placement says so, else on the host
+    /// after bringing the host copies it needs up to date.
+    pub(super) fn placed_op(&mut self, op: &Op, pc: usize) -> Result<()> {
+        if self.gpu.is_none() || blockless(op) {
+            return self.block_op(op);
+        }
+        if let Some((places, kernel)) = self.device_form(op)? {
+            let target = self.choose(&places, &kernel, pc);
+            if target == Target::Device {
+                return self.run_on_device(&places, kernel);
+            }
+            self.host_needs(&places)?;
+            if let Some(g) = self.gpu.as_mut() {
+                g.copies.note_host_instruction();
+            }
+            return self.block_op(op);
+        }
+        // Reads of one block: only that block comes back.
+        if let Op::Put {
+            value: PutValue::Block(b),
+            ..
+        }
+        | Op::Print {
+            item: PrintItem::Block(Operand::Block(b)),
+            ..
+        } = op
+        {
+            self.flush_refs(std::slice::from_ref(b))?;
+            if let Some(g) = self.gpu.as_mut() {
+                g.copies.note_host_instruction();
+            }
+            return self.block_op(op);
+        }
+        // A special on blocks: those blocks come back, and their device copies go (the special
+        // may write them).
+        if let Op::Execute { args, .. } = op
+            && let Some(blocks) = self.block_args(args)
+        {
+            self.flush_refs(&blocks)?;
+            let keys: Vec<Key> = blocks
+                .iter()
+                .filter_map(|b| self.locate(b).ok().map(|(k, _)| (b.array.0, k)))
+                .collect();
+            if let Some(g) = self.gpu.as_mut() {
+                g.copies.note_host_instruction();
+            }
+            let r = self.block_op(op);
+            for key in keys {
+                self.forget_on_device(key)?;
+            }
+            return r;
+        }
+        self.flush_all()?;
+        if let Some(g) = self.gpu.as_mut() {
+            g.copies.note_host_instruction();
+        }
+        let r = self.block_op(op);
+        if !reads_only(op) {
+            self.drop_local_copies()?;
+        }
+        r
+    }
+
+    /// The blocks and kernel of an instruction the device can run: every operand a block of
+    /// a local/temp array or a fetched block, the result a local/temp block. `None` otherwise
+    /// (the host runs it).
+    fn device_form(&self, op: &Op) -> Result<Option<(Vec<Place>, Kernel)>> {
+        let block = |o: &Operand| match o {
+            Operand::Block(b) => Some(b.clone()),
+            Operand::Region(_) => None,
+        };
+        let (dst, srcs, dst_intent, kernel): (BlockRef, Vec<BlockRef>, Intent, Kernel) = match op {
+            Op::BlockScalar { dst, update, value } => {
+                let Some(d) = block(dst) else { return Ok(None) };
+                let intent = if *update == ScalarUpdate::Fill {
+                    Intent::Write
+                } else {
+                    Intent::Update
+                };
+                let v = self.eval_scalar(*value)?;
+                (d, vec![], intent, Kernel::Scalar(*update, v))
+            }
+            Op::BlockCopy { dst, src, layout } => {
+                let (Some(d), Some(s)) = (block(dst), block(src)) else {
+                    return Ok(None);
+                };
+                (d, vec![s], Intent::Write, Kernel::Copy(perm_of(layout)))
+            }
+            Op::BlockAccumulate {
+                dst,
+                src,
+                sign,
+                layout,
+            } => {
+                let alpha = if *sign == Sign::Plus { 1.0 } else { -1.0 };
+                (
+                    dst.clone(),
+                    vec![src.clone()],
+                    Intent::Update,
+                    Kernel::Accumulate(alpha, perm_of(layout)),
+                )
+            }
+            Op::BlockSum {
+                dst,
+                left,
+                right,
+                sign,
+            } => (
+                dst.clone(),
+                vec![left.clone(), right.clone()],
+                Intent::Write,
+                Kernel::Sum(*sign),
+            ),
+            Op::BlockContract {
+                dst,
+                left,
+                right,
+                accumulate,
+                ..
+            } => {
+                let intent = if *accumulate {
+                    Intent::Update
+                } else {
+                    Intent::Write
+                };
+                let beta = if *accumulate { 1.0 } else { 0.0 };
+                let (ds, ls, rs) = (
+                    self.shape_of(dst)?,
+                    self.shape_of(left)?,
+                    self.shape_of(right)?,
+                );
+                let labels = |b: &BlockRef| -> Vec<u32> { b.indices.iter().map(|i| i.0).collect() };
+                let plan = k::ContractionPlan::new(
+                    (&labels(dst), &k::Shape::new(&ds)?),
+                    (&labels(left), &k::Shape::new(&ls)?),
+                    (&labels(right), &k::Shape::new(&rs)?),
+                )?;
+                (
+                    dst.clone(),
+                    vec![left.clone(), right.clone()],
+                    intent,
+                    Kernel::Contract(Box::new(plan), beta),
+                )
+            }
+            Op::BlockScaleCopy {
+                dst,
+                src,
+                factor,
+                accumulate,
+            } => {
+                let f = self.eval_scalar(*factor)?;
+                let intent = if *accumulate {
+                    Intent::Update
+                } else {
+                    Intent::Write
+                };
+                (
+                    dst.clone(),
+                    vec![src.clone()],
+                    intent,
+                    Kernel::ScaleCopy(f, *accumulate),
+                )
+            }
+            _ => return Ok(None),
+        };
+        if !self.local_blocks(dst.array) {
+            return Ok(None);
+        }
+        let (key, shape) = self.locate(&dst)?;
+        let mut places = vec![Place {
+            key: (dst.array.0, key),
+            shape,
+            intent: dst_intent,
+            fetched: false,
+        }];
+        for s in &srcs {
+            let fetched = matches!(self.storage[s.array.index()], Storage::Remote);
+            if !fetched && !self.local_blocks(s.array) {
+                return Ok(None);
+            }
+            let (key, shape) = self.locate(s)?;
+            // An operand that is also the result: the host handles aliasing.
+            if (s.array.0, key) == places[0].key {
+                return Ok(None);
+            }
+            places.push(Place {
+                key: (s.array.0, key),
+                shape,
+                intent: Intent::Read,
+                fetched,
+            });
+        }
+        // Blocks that do not exist: the host path reports them.
+        for p in &places {
+            let exists = match &self.storage[p.key.0 as usize] {
+                Storage::Blocks(map) => map.contains_key(&p.key.1),
+                Storage::Remote => true,
+                _ => false,
+            };
+            if !exists && p.intent != Intent::Write {
+                return Ok(None);
+            }
+        }
+        Ok(Some((places, kernel)))
+    }
+
+    /// The block arguments of a special, when nothing else it gets can reach local blocks
+    /// (regions, whole arrays other than static ones).
+    fn block_args(&self, args: &[sial_compiler::bytecode::ExecArg]) -> Option<Vec<BlockRef>> {
+        use sial_compiler::bytecode::ExecArg;
+        let mut blocks = Vec::new();
+        for a in args {
+            match a {
+                ExecArg::Block(b) => blocks.push(b.clone()),
+                ExecArg::Scalar(_) | ExecArg::Literal(_) => {}
+                ExecArg::Array(s) if matches!(self.storage[s.index()], Storage::Whole(_)) => {}
+                ExecArg::Array(_) | ExecArg::Region(_) => return None,
+            }
+        }
+        Some(blocks)
+    }
+
+    /// Local and temp arrays: blocks in the worker's storage.
+    fn local_blocks(&self, a: sial_compiler::bytecode::ArraySlot) -> bool {
+        matches!(self.storage[a.index()], Storage::Blocks(_))
+            && matches!(
+                self.program.arrays[a.index()].kind,
+                ArrayKind::Local | ArrayKind::Temp
+            )
+    }
+
+    /// The placement model's view of an instruction, and its choice.
+    fn choose(&mut self, places: &[Place], kernel: &Kernel, pc: usize) -> Target {
+        let current = instr(places, kernel);
+        let mut ahead = Vec::new();
+        let auto = self
+            .gpu
+            .as_ref()
+            .is_some_and(|g| g.placement.mode == DeviceMode::Auto);
+        let look = if auto { LOOKAHEAD } else { 0 };
+        for ins in self.program.code.iter().skip(pc + 1).take(look) {
+            match self.device_form(&ins.op) {
+                Ok(Some((p, k))) => ahead.push(instr(&p, &k)),
+                _ => break,
+            }
+        }
+        let Some(g) = self.gpu.as_ref() else {
+            return Target::Host;
+        };
+        g.placement
+            .choose(&current, &ahead, |key| g.copies.newest_on(key))
+    }
+
+    /// Downloads the blocks of `places` whose newest data is on the device; a host write makes
+    /// the host copy the newest.
+    fn host_needs(&mut self, places: &[Place]) -> Result<()> {
+        let Some(g) = self.gpu.as_mut() else {
+            return Ok(());
+        };
+        for p in places.iter().filter(|p| !p.fetched) {
+            let (a, key) = p.key;
+            let Storage::Blocks(map) = &mut self.storage[a as usize] else {
+                continue;
+            };
+            match map.get_mut(&key) {
+                Some(b) => {
+                    g.copies
+                        .for_host(p.key, p.intent, &mut b.data)
+                        .map_err(gpu_error)?;
+                }
+                None => {
+                    g.copies
+                        .for_host(p.key, Intent::Write, &mut [])
+                        .map_err(gpu_error)?;
+                }
+            }
+            g.dirty.remove(&p.key);
+        }
+        Ok(())
+    }
+
+    /// Downloads every block whose newest data is on the device.
+    pub(super) fn flush_all(&mut self) -> Result<()> {
+        let Some(g) = self.gpu.as_mut() else {
+            return Ok(());
+        };
+        for key in g.dirty.drain() {
+            if let Storage::Blocks(map) = &mut self.storage[key.0 as usize]
+                && let Some(b) = map.get_mut(&key.1)
+            {
+                g.copies
+                    .for_host(key, Intent::Read, &mut b.data)
+                    .map_err(gpu_error)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Drops every device copy of a local block (after a host instruction that may have
+    /// written any of them).
+    fn drop_local_copies(&mut self) -> Result<()> {
+        let Some(g) = self.gpu.as_mut() else {
+            return Ok(());
+        };
+        let fetched = &g.fetched;
+        let local: Vec<Key> = g
+            .resident
+            .iter()
+            .filter(|k| !fetched.contains_key(k))
+            .copied()
+            .collect();
+        for key in local {
+            g.copies.forget(key).map_err(gpu_error)?;
+            g.resident.remove(&key);
+        }
+        Ok(())
+    }
+
+    /// A block leaves the worker's storage (its scope closed): its device copy goes too.
+    pub(super) fn forget_on_device(&mut self, key: Key) -> Result<()> {
+        if let Some(g) = self.gpu.as_mut()
+            && g.resident.remove(&key)
+        {
+            g.dirty.remove(&key);
+            g.copies.forget(key).map_err(gpu_error)?;
+        }
+        Ok(())
+    }
+
+    /// Fetched blocks change at barriers: their device copies are dropped.
+    pub(super) fn forget_fetched_on_device(&mut self) -> Result<()> {
+        let Some(g) = self.gpu.as_mut() else {
+            return Ok(());
+        };
+        for (key, _) in g.fetched.drain() {
+            g.resident.remove(&key);
+            g.copies.forget(key).map_err(gpu_error)?;
+        }
+        Ok(())
+    }
+
+    fn run_on_device(&mut self, places: &[Place], kernel: Kernel) -> Result<()> {
+        // The result block must exist on the host (scope, existence) even if its data is not
+        // current there; a new one is made like any written block.
+        let dst = &places[0];
+        let exists = matches!(&self.storage[dst.key.0 as usize], Storage::Blocks(m) if m.contains_key(&dst.key.1));
+        if !exists {
+            self.insert_block(dst.key, Block::zeros(dst.shape.clone()));
+        }
+        // Fetched operands' data (waits for them).
+        let mut fetched_data = Vec::new();
+        for p in places.iter().filter(|p| p.fetched) {
+            let slot = sial_compiler::bytecode::ArraySlot(p.key.0);
+            fetched_data.push(self.read_remote(slot, p.key.1, &p.shape)?);
+        }
+        let Some(g) = self.gpu.as_mut() else {
+            return Err(RuntimeError::new("internal: no device"));
+        };
+        g.copies.begin_instruction().map_err(gpu_error)?;
+        let mut written_back = Vec::new();
+        let mut bufs: Vec<DevBuf> = Vec::with_capacity(places.len());
+        let mut fetched_iter = fetched_data.into_iter();
+        for p in places {
+            let len: usize = p.shape.iter().product();
+            let buf = if p.fetched {
+                let data = fetched_iter
+                    .next()
+                    .ok_or_else(|| RuntimeError::new("internal: fetched operand missing"))?;
+                if let Some(old) = g.fetched.get(&p.key)
+                    && !Arc::ptr_eq(old, &data)
+                {
+                    g.copies.forget(p.key).map_err(gpu_error)?;
+                }
+                let buf = g
+                    .copies
+                    .for_device(p.key, len, p.intent, &data.data, &mut written_back)
+                    .map_err(gpu_error)?;
+                g.fetched.insert(p.key, data);
+                buf
+            } else {
+                let host: &[f64] = match &self.storage[p.key.0 as usize] {
+                    Storage::Blocks(map) => map.get(&p.key.1).map_or(&[], |b| &b.data),
+                    _ => &[],
+                };
+                g.copies
+                    .for_device(p.key, len, p.intent, host, &mut written_back)
+                    .map_err(gpu_error)?
+            };
+            g.resident.insert(p.key);
+            bufs.push(buf);
+        }
+        // Copies evicted dirty: their data is the host copy now.
+        for (key, data) in written_back {
+            g.dirty.remove(&key);
+            if let Storage::Blocks(map) = &mut self.storage[key.0 as usize]
+                && let Some(b) = map.get_mut(&key.1)
+                && b.data.len() == data.len()
+            {
+                b.data = data;
+            }
+        }
+        let dev = g.copies.device();
+        let shape = |i: usize| k::Shape::new(&places[i].shape);
+        let r = match kernel {
+            Kernel::Scalar(ScalarUpdate::Fill, v) => dev.fill(&bufs[0], v),
+            Kernel::Scalar(ScalarUpdate::Add, v) => dev.add_scalar(&bufs[0], v),
+            Kernel::Scalar(ScalarUpdate::Scale, v) => dev.scale(&bufs[0], v),
+            Kernel::Copy(None) => dev.copy(&bufs[0], &bufs[1]),
+            Kernel::Copy(Some(perm)) => {
+                dev.permute(&bufs[0], &shape(0)?, &bufs[1], &shape(1)?, &perm)
+            }
+            Kernel::Accumulate(alpha, None) => dev.axpy(&bufs[0], alpha, &bufs[1]),
+            Kernel::Accumulate(alpha, Some(perm)) => {
+                dev.permute_add(&bufs[0], &shape(0)?, alpha, &bufs[1], &shape(1)?, &perm)
+            }
+            Kernel::Sum(Sign::Plus) => dev.add(&bufs[0], &bufs[1], &bufs[2]),
+            Kernel::Sum(Sign::Minus) => dev.sub(&bufs[0], &bufs[1], &bufs[2]),
+            Kernel::Contract(plan, beta) => dev.contract(&plan, &bufs[0], &bufs[1], &bufs[2], beta),
+            Kernel::ScaleCopy(f, true) => dev.axpy(&bufs[0], f, &bufs[1]),
+            Kernel::ScaleCopy(f, false) => dev
+                .copy(&bufs[0], &bufs[1])
+                .and_then(|()| dev.scale(&bufs[0], f)),
+        };
+        r.map_err(gpu_error)?;
+        g.dirty.insert(places[0].key);
+        Ok(())
+    }
+
+    /// Stores a new local/temp block (temp blocks join the innermost scope).
+    fn insert_block(&mut self, key: Key, block: Block) {
+        let kind = self.program.arrays[key.0 as usize].kind;
+        if let Storage::Blocks(map) = &mut self.storage[key.0 as usize]
+            && map.insert(key.1, block).is_none()
+            && kind == ArrayKind::Temp
+            && let Some(scope) = self.scopes.last_mut()
+        {
+            scope.push((sial_compiler::bytecode::ArraySlot(key.0), key.1));
+        }
+    }
+}
+
+/// The permutation of a copy, or `None` for a plain copy.
+fn perm_of(layout: &sial_compiler::bytecode::Layout) -> Option<Vec<usize>> {
+    (!layout.is_identity()).then(|| {
+        layout
+            .perm
+            .iter()
+            .enumerate()
+            .map(|(d, p)| p.map_or(d, usize::from))
+            .collect()
+    })
+}
+
+/// The placement model's description of a device-capable instruction.
+fn instr(places: &[Place], kernel: &Kernel) -> Instr<Key> {
+    let bytes: f64 = places
+        .iter()
+        .map(|p| (p.shape.iter().product::<usize>() * 8) as f64)
+        .sum();
+    let op = match kernel {
+        Kernel::Contract(plan, _) => OpKind::Contraction {
+            flops: plan.flops(),
+            bytes,
+        },
+        Kernel::Copy(Some(_)) | Kernel::Accumulate(_, Some(_)) => OpKind::Permute { bytes },
+        _ => OpKind::Elementwise { bytes },
+    };
+    Instr {
+        op,
+        uses: places
+            .iter()
+            .map(|p| Use {
+                key: p.key,
+                bytes: p.shape.iter().product::<usize>() * 8,
+                intent: p.intent,
+            })
+            .collect(),
+        result_to_host: false,
+    }
+}

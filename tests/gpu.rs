@@ -1,0 +1,208 @@
+//! Devices (DESIGN.md §3 "Devices", "Placement"), on the host-memory device
+//! (`--gpu-backend host`: separate device memory, copies on stream threads, the same version
+//! protocol, pinned cache and placement as a GPU): transfer counts of the protocol, the
+//! pinned cache on the water programs, eviction under a device memory budget, automatic
+//! placement, and the CPU-only behaviour where no GPU exists. Every program of `programs/`
+//! gives the same dump on the device: tests/distributed.rs.
+
+use serde_json::Value;
+use std::path::PathBuf;
+use std::process::Command;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+struct Run {
+    ok: bool,
+    stderr: String,
+    stats: Value,
+    dump: Value,
+}
+
+fn sial(program: &str, args: &[&str]) -> Run {
+    let dir = std::env::temp_dir().join(format!(
+        "sial-gpu-{}-{}",
+        std::process::id(),
+        args.join("_").replace(['/', ' ', '='], "")
+    ));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let stats = dir.join("stats.json");
+    let dump = dir.join("dump.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_sial"))
+        .arg("run")
+        .arg(program)
+        .args(args)
+        .arg("--stats")
+        .arg(&stats)
+        .current_dir(root())
+        .output()
+        .expect("run sial");
+    // Counts are taken without --dump (a dump reads every block back); values with it.
+    let dumped = Command::new(env!("CARGO_BIN_EXE_sial"))
+        .arg("run")
+        .arg(program)
+        .args(args)
+        .arg("-q")
+        .arg("--dump")
+        .arg(&dump)
+        .current_dir(root())
+        .output()
+        .expect("run sial");
+    let read = |p: &PathBuf| {
+        std::fs::read_to_string(p)
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .unwrap_or(Value::Null)
+    };
+    let run = Run {
+        ok: out.status.success() && dumped.status.success(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        stats: read(&stats),
+        dump: read(&dump),
+    };
+    let _ = std::fs::remove_dir_all(&dir);
+    run
+}
+
+fn n(v: &Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
+}
+
+fn scalar(run: &Run, name: &str) -> f64 {
+    let programs = run.dump["programs"].as_array().cloned().unwrap_or_default();
+    programs
+        .last()
+        .and_then(|p| p["scalars"][name].as_f64())
+        .unwrap_or(f64::NAN)
+}
+
+const DEVICE: [&str; 8] = [
+    "--workers",
+    "1",
+    "--servers",
+    "0",
+    "--device",
+    "gpu",
+    "--gpu-backend",
+    "host",
+];
+
+#[test]
+fn a_chain_on_resident_blocks_moves_only_the_result() {
+    let run = sial("tests/gpu/chain.sial", &DEVICE);
+    assert!(run.ok, "{}", run.stderr);
+    let g = &run.stats["gpu"];
+    // Ten instructions, all on the device; the inputs are written there (no upload), and only
+    // the block the host reads at the end comes back.
+    assert_eq!(n(&g["device_instructions"]), 10, "{g}");
+    assert_eq!(n(&g["uploads"]), 0, "{g}");
+    assert_eq!(n(&g["downloads"]), 1, "{g}");
+    assert_eq!(n(&g["download_bytes"]), 4 * 4 * 8);
+    // a = 1, b = 2, c = 3, 1.5, 0.5, b = 1.5, c = 2.5, 4: s = 16 elements of 4 * 4.
+    assert_eq!(scalar(&run, "s"), 256.0);
+}
+
+#[test]
+fn reads_upload_once_until_the_host_writes() {
+    let mut args = DEVICE.to_vec();
+    args.extend(["--set", "part=2"]);
+    let run = sial("tests/gpu/chain.sial", &args);
+    assert!(run.ok, "{}", run.stderr);
+    let g = &run.stats["gpu"];
+    // a is written on the host, read twice on the device (one upload), written on the host
+    // again and read again (a second upload); b and c come back for the final dot product.
+    assert_eq!(n(&g["device_instructions"]), 3, "{g}");
+    assert_eq!(n(&g["uploads"]), 2, "{g}");
+    assert_eq!(n(&g["downloads"]), 2, "{g}");
+    // c = 1..16, b = 2..17: s = sum k (k + 1).
+    let want: f64 = (1..=16).map(|k| (k * (k + 1)) as f64).sum();
+    assert_eq!(scalar(&run, "s"), want);
+}
+
+#[test]
+fn the_water_programs_reuse_pinned_buffers_and_keep_their_energies() {
+    let reference = -0.2040035637151954;
+    for program in ["programs/water/mp2.sial", "programs/water/tran_mp2.sial"] {
+        let run = sial(program, &DEVICE);
+        assert!(run.ok, "{program}: {}", run.stderr);
+        let g = &run.stats["gpu"];
+        assert!(n(&g["device_instructions"]) > 0, "{program}: {g}");
+        let hit = g["pinned_hit_ratio"].as_f64().unwrap_or(0.0);
+        assert!(hit >= 0.9, "{program}: pinned hit ratio {hit}");
+        let e = scalar(&run, "e_mp2");
+        assert!((e - reference).abs() < 1e-10, "{program}: e_mp2 = {e}");
+    }
+}
+
+#[test]
+fn a_small_device_memory_evicts_and_writes_back() {
+    let mut args = DEVICE.to_vec();
+    args.extend(["--gpu-memory", "16K"]);
+    let run = sial("programs/water/tran_mp2.sial", &args);
+    assert!(run.ok, "{}", run.stderr);
+    let g = &run.stats["gpu"];
+    assert!(n(&g["evictions"]) > 0, "{g}");
+    let e = scalar(&run, "e_mp2");
+    assert!((e - -0.2040035637151954).abs() < 1e-10, "e_mp2 = {e}");
+}
+
+#[test]
+fn auto_sends_large_contractions_to_the_device_and_keeps_small_work() {
+    let base = ["--workers", "1", "--servers", "0", "--gpu-backend", "host"];
+    let cpu = sial(
+        "tests/gpu/mixed.sial",
+        &[&base[..], &["--device", "cpu"]].concat(),
+    );
+    let auto = sial(
+        "tests/gpu/mixed.sial",
+        &[&base[..], &["--device", "auto"]].concat(),
+    );
+    assert!(cpu.ok && auto.ok, "{}{}", cpu.stderr, auto.stderr);
+    assert!(cpu.stats["gpu"].is_null());
+    let g = &auto.stats["gpu"];
+    // The 8 contractions of 240 x 240 blocks go to the device; the 16 fills, copies and
+    // scalings of 2 x 2 blocks stay.
+    assert_eq!(n(&g["device_instructions"]), 8, "{g}");
+    assert!(n(&g["host_instructions"]) >= 16, "{g}");
+    for name in ["s", "t"] {
+        let (a, b) = (scalar(&cpu, name), scalar(&auto, name));
+        assert!((a - b).abs() <= 1e-12 * a.abs(), "{name}: {a} vs {b}");
+    }
+    assert_eq!(scalar(&auto, "t"), 16.0 * 4.0 * 3.0);
+}
+
+#[test]
+fn without_a_gpu_auto_runs_on_the_cpu_and_gpu_is_refused() {
+    let auto = sial(
+        "programs/water/mp2.sial",
+        &["--workers", "1", "--servers", "0"],
+    );
+    assert!(auto.ok, "{}", auto.stderr);
+    assert!(auto.stderr.contains("devices: "), "{}", auto.stderr);
+    if !auto.stderr.contains("CPU only") {
+        eprintln!("a GPU is present: the refusal is not checked");
+        return;
+    }
+    assert!(auto.stats["gpu"].is_null());
+    let gpu = sial(
+        "programs/water/mp2.sial",
+        &["--workers", "1", "--servers", "0", "--device", "gpu"],
+    );
+    assert!(!gpu.ok);
+    assert!(gpu.stderr.contains("no GPU found"), "{}", gpu.stderr);
+}
+
+#[test]
+fn bad_device_options_are_named() {
+    for (flag, value) in [
+        ("--device", "tpu"),
+        ("--gpu-backend", "opencl"),
+        ("--gpu-memory", "lots"),
+        ("--gpu-streams", "0"),
+    ] {
+        let run = sial("programs/water/mp2.sial", &[flag, value]);
+        assert!(!run.ok);
+        assert!(run.stderr.contains(flag), "{flag}: {}", run.stderr);
+    }
+}

@@ -138,6 +138,8 @@ pub(crate) struct Gpu {
     fetched: HashMap<Key, Arc<Block>>,
     /// Per expression of the program: whether it reads blocks (an element or a dot product).
     reads_blocks: Vec<bool>,
+    /// Open `gpu_on` regions: a hint that the device should run what it can.
+    regions: usize,
 }
 
 impl Gpu {
@@ -153,6 +155,7 @@ impl Gpu {
             dirty: HashSet::new(),
             resident: HashSet::new(),
             fetched: HashMap::new(),
+            regions: 0,
             reads_blocks: program
                 .exprs
                 .iter()
@@ -557,8 +560,79 @@ impl Worker<'_> {
         let Some(g) = self.gpu.as_ref() else {
             return Target::Host;
         };
+        // Inside gpu_on ... gpu_off the device runs what it can, unless --device cpu.
+        if g.regions > 0 && g.placement.mode == DeviceMode::Auto {
+            return Target::Device;
+        }
         g.placement
             .choose(&current, &ahead, |key| g.copies.newest_on(key))
+    }
+
+    /// `gpu_on`/`gpu_off` and `gpu_allocate/put/get/free` (SIAL-SPEC §4.19) as hints: a region
+    /// prefers the device; `gpu_put` uploads a local block now, `gpu_get` brings its newest
+    /// data to the host, `gpu_free` does that and drops the device copy. They never change
+    /// results; without a device they do nothing.
+    pub(super) fn gpu_hint(&mut self, op: &Op) -> Result<()> {
+        use sial_compiler::bytecode::{ExecArg, GpuOp};
+        let Some(g) = self.gpu.as_mut() else {
+            return Ok(());
+        };
+        let (gop, b) = match op {
+            Op::GpuOn => {
+                g.regions += 1;
+                return Ok(());
+            }
+            Op::GpuOff => {
+                g.regions = g.regions.saturating_sub(1);
+                return Ok(());
+            }
+            Op::Gpu {
+                op,
+                arg: ExecArg::Block(b),
+            } => (*op, b),
+            _ => return Ok(()),
+        };
+        if !self.local_blocks(b.array) {
+            return Ok(());
+        }
+        let (key, shape) = self.locate(b)?;
+        let key = (b.array.0, key);
+        match gop {
+            GpuOp::Allocate => Ok(()),
+            GpuOp::Get => self.flush_refs(std::slice::from_ref(b)),
+            GpuOp::Free => {
+                self.flush_refs(std::slice::from_ref(b))?;
+                self.forget_on_device(key)
+            }
+            GpuOp::Put => {
+                let Storage::Blocks(map) = &self.storage[key.0 as usize] else {
+                    return Ok(());
+                };
+                let Some(host) = map.get(&key.1) else {
+                    return Ok(());
+                };
+                let Some(g) = self.gpu.as_mut() else {
+                    return Ok(());
+                };
+                let mut written_back = Vec::new();
+                g.copies.begin_instruction().map_err(gpu_error)?;
+                let len = shape.iter().product();
+                g.copies
+                    .for_device(key, len, Intent::Read, &host.data, &mut written_back)
+                    .map_err(gpu_error)?;
+                g.resident.insert(key);
+                for (k, data) in written_back {
+                    g.dirty.remove(&k);
+                    if let Storage::Blocks(map) = &mut self.storage[k.0 as usize]
+                        && let Some(b) = map.get_mut(&k.1)
+                        && b.data.len() == data.len()
+                    {
+                        b.data = data;
+                    }
+                }
+                Ok(())
+            }
+        }
     }
 
     /// Downloads the blocks of `places` whose newest data is on the device; a host write makes

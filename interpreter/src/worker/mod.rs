@@ -308,7 +308,8 @@ impl<'a> Worker<'a> {
             }
             Op::LoopEnd { start } => return self.loop_end(*start as usize, pc).map(Some),
             Op::Exit { start } => return self.loop_exit(*start as usize).map(Some),
-            Op::SectionStart | Op::GpuOn | Op::GpuOff | Op::Gpu { .. } | Op::Create { .. } => {}
+            Op::SectionStart | Op::Create { .. } => {}
+            Op::GpuOn | Op::GpuOff | Op::Gpu { .. } => self.gpu_hint(op)?,
             Op::SectionEnd | Op::Barrier { .. } => self.barrier()?,
             Op::AssignInt { target, op, value } => {
                 let v = self.eval_int(*value)?;

@@ -1,0 +1,175 @@
+//! GPU measurements for docs/benchmarks.md (issue "GPU execution"), for a machine with a GPU:
+//!
+//!     cargo run --release -p sial-interpreter --example gpu_measure
+//!
+//! 1. 4-index contractions with segment sizes 32, 48, 64 (`R[a,b,i,j] = T[a,b,c,d] V[c,d,i,j]`,
+//!    no permutes, and `R[a,b,i,j] = T[a,c,i,k] V[k,c,j,b]`, every operand permuted) against one
+//!    DGEMM of the same flops (target: >= 70%).
+//! 2. Host<->device bandwidth from pinned buffers, 1 MiB to 256 MiB.
+//! 3. A chain of 10 contractions on resident blocks through the versioned copies: only the
+//!    inputs go up and the final result comes down.
+//!
+//! `-- --host` runs the same on the host-memory device, with segment sizes 8 and 12: a check of
+//! this tool, not a GPU figure.
+
+use sial_interpreter::device::{
+    DevBuf, Device, DeviceCopies, GemmSpec, HostDevice, Intent, PinnedBuf, contract_on,
+};
+use sial_superinstructions::{ContractionPlan, Shape};
+use std::error::Error;
+use std::time::Instant;
+
+type Res<T> = Result<T, Box<dyn Error>>;
+
+fn open(host: bool) -> Res<Box<dyn Device>> {
+    if host {
+        return Ok(Box::new(HostDevice::with_defaults()?));
+    }
+    match sial_interpreter::device::CudaDevice::open(0)? {
+        Some(d) => Ok(Box::new(d)),
+        None => Err("no GPU found (run with -- --host to check the tool on the host device)".into()),
+    }
+}
+
+/// A device buffer holding `len` values `0.001 * (i % 97)`.
+fn filled(dev: &mut dyn Device, len: usize) -> Res<DevBuf> {
+    let buf = dev.alloc(len)?;
+    let mut p = dev.pinned_allocator().alloc(len)?;
+    {
+        let mut w = p.write()?;
+        for (i, x) in w.iter_mut().enumerate() {
+            *x = 0.001 * (i % 97) as f64;
+        }
+    }
+    let e = dev.upload(&buf, &p, 0)?;
+    dev.wait(e)?;
+    Ok(buf)
+}
+
+/// Best seconds of `reps` runs of `f`, each followed by a device synchronisation.
+fn best(dev: &mut dyn Device, reps: usize, mut f: impl FnMut(&mut dyn Device) -> Res<()>) -> Res<f64> {
+    f(dev)?;
+    dev.synchronize()?;
+    let mut best = f64::INFINITY;
+    for _ in 0..reps {
+        let t = Instant::now();
+        f(dev)?;
+        dev.synchronize()?;
+        best = best.min(t.elapsed().as_secs_f64());
+    }
+    Ok(best)
+}
+
+fn plan(d: (&[u32], usize), l: (&[u32], usize), r: (&[u32], usize)) -> Res<ContractionPlan> {
+    let shape = |n: usize| Shape::new(&[n, n, n, n]);
+    Ok(ContractionPlan::new(
+        (d.0, &shape(d.1)?),
+        (l.0, &shape(l.1)?),
+        (r.0, &shape(r.1)?),
+    )?)
+}
+
+fn contractions(dev: &mut dyn Device, segments: &[usize]) -> Res<()> {
+    println!("== 4-index contractions against DGEMM of the same flops");
+    println!("{:>4} {:>10} {:>12} {:>12} {:>12} {:>7}", "seg", "pattern", "GEMM GF/s", "contract GF/s", "ms", "ratio");
+    let (a, b, c, d, i, j, k) = (1, 2, 3, 4, 5, 6, 7);
+    for &s in segments {
+        let n = s * s;
+        let len = n * n;
+        let (t, v, r) = (filled(dev, len)?, filled(dev, len)?, dev.alloc(len)?);
+        let spec = GemmSpec {
+            m: n,
+            n,
+            k: n,
+            transa: false,
+            transb: false,
+            alpha: 1.0,
+            beta: 0.0,
+        };
+        let flops = 2.0 * (n * n * n) as f64;
+        let gemm = best(dev, 5, |dev| Ok(dev.gemm(&spec, &t, &v, &r)?))?;
+        let plain = plan((&[a, b, i, j], s), (&[a, b, c, d], s), (&[c, d, i, j], s))?;
+        let permuted = plan((&[a, b, i, j], s), (&[a, c, i, k], s), (&[k, c, j, b], s))?;
+        for (name, p) in [("plain", &plain), ("permuted", &permuted)] {
+            let secs = best(dev, 5, |dev| Ok(contract_on(dev, p, &r, &t, &v, 0.0)?))?;
+            println!(
+                "{s:>4} {name:>10} {:>12.1} {:>12.1} {:>12.3} {:>7.2}",
+                flops / gemm / 1e9,
+                flops / secs / 1e9,
+                secs * 1e3,
+                gemm / secs
+            );
+        }
+        for buf in [t, v, r] {
+            dev.free(buf)?;
+        }
+    }
+    Ok(())
+}
+
+fn bandwidth(dev: &mut dyn Device) -> Res<()> {
+    println!("== pinned transfers");
+    println!("{:>8} {:>14} {:>14}", "MiB", "up GB/s", "down GB/s");
+    for mib in [1usize, 8, 64, 256] {
+        let len = mib << 17;
+        let buf = dev.alloc(len)?;
+        let mut p: PinnedBuf = dev.pinned_allocator().alloc(len)?;
+        let up = best(dev, 5, |dev| {
+            let e = dev.upload(&buf, &p, 0)?;
+            Ok(dev.wait(e)?)
+        })?;
+        let mut down = f64::INFINITY;
+        for _ in 0..5 {
+            let t = Instant::now();
+            let e = dev.download(&mut p, &buf, 1 % dev.streams().max(1))?;
+            dev.wait(e)?;
+            down = down.min(t.elapsed().as_secs_f64());
+        }
+        let bytes = (len * 8) as f64;
+        println!("{mib:>8} {:>14.2} {:>14.2}", bytes / up / 1e9, bytes / down / 1e9);
+        dev.free(buf)?;
+    }
+    Ok(())
+}
+
+fn chain(dev: Box<dyn Device>, s: usize) -> Res<()> {
+    println!("== chain of 10 contractions on resident blocks (segment {s})");
+    let len = s * s * s * s;
+    let (a, b, c, d, i, j) = (1, 2, 3, 4, 5, 6);
+    let p = plan((&[a, b, i, j], s), (&[a, b, c, d], s), (&[c, d, i, j], s))?;
+    let mut copies: DeviceCopies<u32> = DeviceCopies::new(dev, usize::MAX, 1 << 30);
+    let host: Vec<f64> = (0..len).map(|x| 1e-3 * (x % 89) as f64).collect();
+    let mut written_back = Vec::new();
+    // Blocks 0 and 1 are the inputs; each step writes block 2 + step from the previous result.
+    for step in 0..10u32 {
+        copies.begin_instruction()?;
+        let left = if step == 0 { 0 } else { step + 1 };
+        let l = copies.for_device(left, len, Intent::Read, &host, &mut written_back)?;
+        let r = copies.for_device(1, len, Intent::Read, &host, &mut written_back)?;
+        let dst = copies.for_device(step + 2, len, Intent::Write, &[], &mut written_back)?;
+        contract_on(copies.device(), &p, &dst, &l, &r, 0.0)?;
+    }
+    let mut result = vec![0.0; len];
+    copies.for_host(11, Intent::Read, &mut result)?;
+    let g = copies.stats();
+    println!(
+        "uploads {} ({} bytes), downloads {} ({} bytes); expected 2 uploads and 1 download of {} bytes",
+        g.uploads,
+        g.upload_bytes,
+        g.downloads,
+        g.download_bytes,
+        len * 8
+    );
+    Ok(())
+}
+
+fn main() -> Res<()> {
+    let host = std::env::args().any(|a| a == "--host");
+    let mut dev = open(host)?;
+    println!("device: {}", dev.name());
+    // The host-memory device computes on one core: small segments only.
+    let segments: &[usize] = if host { &[8, 12] } else { &[32, 48, 64] };
+    contractions(dev.as_mut(), segments)?;
+    bandwidth(dev.as_mut())?;
+    chain(dev, segments[0])
+}

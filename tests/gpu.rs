@@ -21,11 +21,10 @@ struct Run {
 }
 
 fn sial(program: &str, args: &[&str]) -> Run {
-    let dir = std::env::temp_dir().join(format!(
-        "sial-gpu-{}-{}",
-        std::process::id(),
-        args.join("_").replace(['/', ' ', '='], "")
-    ));
+    // One folder per run: tests run in parallel.
+    static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("sial-gpu-{}-{n}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let stats = dir.join("stats.json");
     let dump = dir.join("dump.json");

@@ -20,11 +20,10 @@ struct Run {
 }
 
 fn sial(program: &str, args: &[&str]) -> Run {
-    let dir = std::env::temp_dir().join(format!(
-        "sial-prefetch-{}-{}",
-        std::process::id(),
-        args.join("_").replace(['/', ' '], "")
-    ));
+    // One folder per run: tests run in parallel.
+    static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("sial-prefetch-{}-{n}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let stats = dir.join("stats.json");
     let dump = dir.join("dump.json");
@@ -264,4 +263,25 @@ fn bad_options_are_named() {
     );
     assert!(!run.ok);
     assert!(run.stderr.contains("thread transport"), "{}", run.stderr);
+}
+
+#[test]
+fn a_prefetched_block_is_not_fetched_until_a_get_asks_for_it() {
+    for depth in ["off", "4"] {
+        let run = sial(
+            "unfetched",
+            &["--workers", "2", "--servers", "1", "--prefetch", depth],
+        );
+        assert!(
+            !run.ok,
+            "depth {depth}: the read without a get went unnoticed"
+        );
+        assert!(
+            run.stderr
+                .contains("Attempting to read non-existent block a[")
+                && run.stderr.contains("must be fetched with get"),
+            "depth {depth}: {}",
+            run.stderr
+        );
+    }
 }

@@ -27,7 +27,9 @@ fn open(host: bool) -> Res<Box<dyn Device>> {
     }
     match sial_interpreter::device::CudaDevice::open(0)? {
         Some(d) => Ok(Box::new(d)),
-        None => Err("no GPU found (run with -- --host to check the tool on the host device)".into()),
+        None => {
+            Err("no GPU found (run with -- --host to check the tool on the host device)".into())
+        }
     }
 }
 
@@ -47,7 +49,11 @@ fn filled(dev: &mut dyn Device, len: usize) -> Res<DevBuf> {
 }
 
 /// Best seconds of `reps` runs of `f`, each followed by a device synchronisation.
-fn best(dev: &mut dyn Device, reps: usize, mut f: impl FnMut(&mut dyn Device) -> Res<()>) -> Res<f64> {
+fn best(
+    dev: &mut dyn Device,
+    reps: usize,
+    mut f: impl FnMut(&mut dyn Device) -> Res<()>,
+) -> Res<f64> {
     f(dev)?;
     dev.synchronize()?;
     let mut best = f64::INFINITY;
@@ -71,7 +77,10 @@ fn plan(d: (&[u32], usize), l: (&[u32], usize), r: (&[u32], usize)) -> Res<Contr
 
 fn contractions(dev: &mut dyn Device, segments: &[usize]) -> Res<()> {
     println!("== 4-index contractions against DGEMM of the same flops");
-    println!("{:>4} {:>10} {:>12} {:>12} {:>12} {:>7}", "seg", "pattern", "GEMM GF/s", "contract GF/s", "ms", "ratio");
+    println!(
+        "{:>4} {:>10} {:>12} {:>12} {:>12} {:>7}",
+        "seg", "pattern", "GEMM GF/s", "contract GF/s", "ms", "ratio"
+    );
     let (a, b, c, d, i, j, k) = (1, 2, 3, 4, 5, 6, 7);
     for &s in segments {
         let n = s * s;
@@ -126,7 +135,11 @@ fn bandwidth(dev: &mut dyn Device) -> Res<()> {
             down = down.min(t.elapsed().as_secs_f64());
         }
         let bytes = (len * 8) as f64;
-        println!("{mib:>8} {:>14.2} {:>14.2}", bytes / up / 1e9, bytes / down / 1e9);
+        println!(
+            "{mib:>8} {:>14.2} {:>14.2}",
+            bytes / up / 1e9,
+            bytes / down / 1e9
+        );
         dev.free(buf)?;
     }
     Ok(())

@@ -509,7 +509,12 @@ impl<'a> Net<'a> {
     /// The data of a block fetched in this section, waiting for it if needed; `None` when it
     /// was not fetched.
     pub fn read(&mut self, w: &Wanted<'_>) -> Result<Option<Arc<Block>>> {
-        let Some(e) = self.cache.get_mut(&(w.array, w.key)) else {
+        // A prefetched block no get has asked for is not fetched as far as the program knows.
+        let Some(e) = self
+            .cache
+            .get_mut(&(w.array, w.key))
+            .filter(|e| !e.speculative)
+        else {
             return Ok(None);
         };
         self.clock += 1;

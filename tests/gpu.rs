@@ -5,67 +5,21 @@
 //! placement, and the CPU-only behaviour where no GPU exists. Every program of `programs/`
 //! gives the same dump on the device: tests/distributed.rs.
 
-use serde_json::Value;
-use std::path::PathBuf;
-use std::process::Command;
+mod common;
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
+use common::{Run, n};
 
-struct Run {
-    ok: bool,
-    stderr: String,
-    stats: Value,
-    dump: Value,
-}
-
+/// Counts come from a run without `--dump` (a dump reads every block back), values from a
+/// run with it.
 fn sial(program: &str, args: &[&str]) -> Run {
-    // One folder per run: tests run in parallel.
-    static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    let n = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let dir = std::env::temp_dir().join(format!("sial-gpu-{}-{n}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let stats = dir.join("stats.json");
-    let dump = dir.join("dump.json");
-    let out = Command::new(env!("CARGO_BIN_EXE_sial"))
-        .arg("run")
-        .arg(program)
-        .args(args)
-        .arg("--stats")
-        .arg(&stats)
-        .current_dir(root())
-        .output()
-        .expect("run sial");
-    // Counts are taken without --dump (a dump reads every block back); values with it.
-    let dumped = Command::new(env!("CARGO_BIN_EXE_sial"))
-        .arg("run")
-        .arg(program)
-        .args(args)
-        .arg("-q")
-        .arg("--dump")
-        .arg(&dump)
-        .current_dir(root())
-        .output()
-        .expect("run sial");
-    let read = |p: &PathBuf| {
-        std::fs::read_to_string(p)
-            .ok()
-            .and_then(|t| serde_json::from_str(&t).ok())
-            .unwrap_or(Value::Null)
-    };
-    let run = Run {
-        ok: out.status.success() && dumped.status.success(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        stats: read(&stats),
-        dump: read(&dump),
-    };
-    let _ = std::fs::remove_dir_all(&dir);
-    run
-}
-
-fn n(v: &Value) -> u64 {
-    v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
+    let counted = common::sial(program, args, false);
+    let dumped = common::sial(program, args, true);
+    Run {
+        ok: counted.ok && dumped.ok,
+        stderr: counted.stderr,
+        stats: counted.stats,
+        dump: dumped.dump,
+    }
 }
 
 fn scalar(run: &Run, name: &str) -> f64 {

@@ -4,58 +4,13 @@
 //! race through a prefetched block is still reported. (Every program of `programs/` is run
 //! with several depths in tests/distributed.rs.)
 
+mod common;
+
+use common::{Run, n};
 use serde_json::Value;
-use std::path::PathBuf;
-use std::process::Command;
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-struct Run {
-    ok: bool,
-    stderr: String,
-    stats: Value,
-    dump: Value,
-}
 
 fn sial(program: &str, args: &[&str]) -> Run {
-    // One folder per run: tests run in parallel.
-    static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    let n = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let dir = std::env::temp_dir().join(format!("sial-prefetch-{}-{n}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let stats = dir.join("stats.json");
-    let dump = dir.join("dump.json");
-    let out = Command::new(env!("CARGO_BIN_EXE_sial"))
-        .arg("run")
-        .arg(format!("tests/prefetch/{program}.sial"))
-        .args(args)
-        .arg("--stats")
-        .arg(&stats)
-        .arg("--dump")
-        .arg(&dump)
-        .current_dir(root())
-        .output()
-        .expect("run sial");
-    let read = |p: &PathBuf| {
-        std::fs::read_to_string(p)
-            .ok()
-            .and_then(|t| serde_json::from_str(&t).ok())
-            .unwrap_or(Value::Null)
-    };
-    let run = Run {
-        ok: out.status.success(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        stats: read(&stats),
-        dump: read(&dump),
-    };
-    let _ = std::fs::remove_dir_all(&dir);
-    run
-}
-
-fn n(v: &Value) -> u64 {
-    v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
+    common::sial(&format!("tests/prefetch/{program}.sial"), args, true)
 }
 
 /// The blocks of distributed array `name` in the dump, by first segment.

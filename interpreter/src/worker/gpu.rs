@@ -297,15 +297,8 @@ impl Worker<'_> {
             let Some(g) = self.gpu.as_mut() else {
                 return Ok(());
             };
-            if !g.dirty.remove(&key) {
-                continue;
-            }
-            if let Storage::Blocks(map) = &mut self.storage[key.0 as usize]
-                && let Some(b) = map.get_mut(&key.1)
-            {
-                g.copies
-                    .for_host(key, Intent::Read, &mut b.data)
-                    .map_err(gpu_error)?;
+            if g.dirty.remove(&key) {
+                download(g, &mut self.storage, key)?;
             }
         }
         Ok(())
@@ -621,15 +614,7 @@ impl Worker<'_> {
                     .for_device(key, len, Intent::Read, &host.data, &mut written_back)
                     .map_err(gpu_error)?;
                 g.resident.insert(key);
-                for (k, data) in written_back {
-                    g.dirty.remove(&k);
-                    if let Storage::Blocks(map) = &mut self.storage[k.0 as usize]
-                        && let Some(b) = map.get_mut(&k.1)
-                        && b.data.len() == data.len()
-                    {
-                        b.data = data;
-                    }
-                }
+                store_written_back(g, &mut self.storage, written_back);
                 Ok(())
             }
         }
@@ -668,14 +653,8 @@ impl Worker<'_> {
         let Some(g) = self.gpu.as_mut() else {
             return Ok(());
         };
-        for key in g.dirty.drain() {
-            if let Storage::Blocks(map) = &mut self.storage[key.0 as usize]
-                && let Some(b) = map.get_mut(&key.1)
-            {
-                g.copies
-                    .for_host(key, Intent::Read, &mut b.data)
-                    .map_err(gpu_error)?;
-            }
+        for key in std::mem::take(&mut g.dirty) {
+            download(g, &mut self.storage, key)?;
         }
         Ok(())
     }
@@ -773,16 +752,7 @@ impl Worker<'_> {
             g.resident.insert(p.key);
             bufs.push(buf);
         }
-        // Copies evicted dirty: their data is the host copy now.
-        for (key, data) in written_back {
-            g.dirty.remove(&key);
-            if let Storage::Blocks(map) = &mut self.storage[key.0 as usize]
-                && let Some(b) = map.get_mut(&key.1)
-                && b.data.len() == data.len()
-            {
-                b.data = data;
-            }
-        }
+        store_written_back(g, &mut self.storage, written_back);
         let dev = g.copies.device();
         let shape = |i: usize| k::Shape::new(&places[i].shape);
         let r = match kernel {
@@ -819,6 +789,31 @@ impl Worker<'_> {
             && let Some(scope) = self.scopes.last_mut()
         {
             scope.push((sial_compiler::bytecode::ArraySlot(key.0), key.1));
+        }
+    }
+}
+
+/// Brings the newest data of `key` from the device into its host block.
+fn download(g: &mut Gpu, storage: &mut [Storage], key: Key) -> Result<()> {
+    if let Storage::Blocks(map) = &mut storage[key.0 as usize]
+        && let Some(b) = map.get_mut(&key.1)
+    {
+        g.copies
+            .for_host(key, Intent::Read, &mut b.data)
+            .map_err(gpu_error)?;
+    }
+    Ok(())
+}
+
+/// Device copies evicted dirty: their data is the host copy now.
+fn store_written_back(g: &mut Gpu, storage: &mut [Storage], written_back: Vec<(Key, Vec<f64>)>) {
+    for (key, data) in written_back {
+        g.dirty.remove(&key);
+        if let Storage::Blocks(map) = &mut storage[key.0 as usize]
+            && let Some(b) = map.get_mut(&key.1)
+            && b.data.len() == data.len()
+        {
+            b.data = data;
         }
     }
 }

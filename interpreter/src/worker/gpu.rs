@@ -86,7 +86,7 @@ pub fn open(options: &GpuOptions, rank: usize) -> Result<Option<Box<dyn Device>>
             ))
         }
         Backend::Cuda => {
-            let count = device::cuda::device_count();
+            let count = gpu_count();
             if count == 0 {
                 None
             } else {
@@ -104,6 +104,12 @@ pub fn open(options: &GpuOptions, rank: usize) -> Result<Option<Box<dyn Device>>
     Ok(found)
 }
 
+/// CUDA GPUs visible to this process, probed once (probing loads the driver library).
+fn gpu_count() -> usize {
+    static COUNT: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *COUNT.get_or_init(device::cuda::device_count)
+}
+
 /// The devices a job with these options can use, in words (for the summary).
 pub fn describe(options: &GpuOptions) -> String {
     match (options.mode, options.backend) {
@@ -111,7 +117,7 @@ pub fn describe(options: &GpuOptions) -> String {
         (_, Backend::Host) => {
             "CPU and the host-memory device (--gpu-backend host, a testing aid)".into()
         }
-        (_, Backend::Cuda) => match device::cuda::device_count() {
+        (_, Backend::Cuda) => match gpu_count() {
             0 if device::cuda::libraries_present() => {
                 "CPU only: the CUDA libraries are present but no GPU is visible".into()
             }

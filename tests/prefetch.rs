@@ -240,3 +240,28 @@ fn a_prefetched_block_is_not_fetched_until_a_get_asks_for_it() {
         );
     }
 }
+
+/// The look-ahead mirrors every loop manager, where clauses, the balanced counter running on
+/// across pardos, and do-in loops: with a fixed depth nothing is wasted, so every prediction
+/// was right.
+#[test]
+fn predictions_follow_every_loop_manager_exactly() {
+    for w in ["1", "2", "3"] {
+        let run = sial(
+            "managers",
+            &["--workers", w, "--servers", "1", "--prefetch", "4"],
+        );
+        assert!(run.ok, "W={w}: {}", run.stderr);
+        let p = &run.stats["prefetch"];
+        assert!(n(&p["requested"]) > 0, "W={w}: {p}");
+        assert_eq!(n(&p["wasted"]), 0, "W={w}: {p}");
+        assert_eq!(n(&p["used"]), n(&p["requested"]), "W={w}: {p}");
+        let off = sial(
+            "managers",
+            &["--workers", w, "--servers", "1", "--prefetch", "off"],
+        );
+        let total = |r: &Run| r.dump["programs"][0]["scalars"]["total"].as_f64();
+        assert_eq!(total(&run), total(&off), "W={w}");
+        assert!(total(&run).is_some());
+    }
+}

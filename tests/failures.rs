@@ -147,14 +147,15 @@ fn the_worker_memory_budget_evicts_and_reports_what_does_not_fit() {
     let stats = dir.join("stats.json");
     let program = "tests/failures/budget.sial";
     let common = ["--workers", "1", "--servers", "1"];
-    let mut args = vec![program, "--worker-memory", "9K", "--dump"];
+    // Four fetched blocks of 2 KiB and one temp block: 10 KiB at the most at once.
+    let mut args = vec![program, "--worker-memory", "11K", "--dump"];
     let small_s = small.to_string_lossy().into_owned();
     let stats_s = stats.to_string_lossy().into_owned();
     args.extend([small_s.as_str(), "--stats", stats_s.as_str()]);
     args.extend(common);
     assert!(
         sial(&args).ok,
-        "a budget of four blocks and a half is enough"
+        "a budget of five blocks and a half is enough"
     );
     let big_s = big.to_string_lossy().into_owned();
     let mut args = vec![program, "--dump", big_s.as_str()];
@@ -175,7 +176,7 @@ fn the_worker_memory_budget_evicts_and_reports_what_does_not_fit() {
     let peak = st["workers"][0]["cache_peak_bytes"]
         .as_u64()
         .unwrap_or(u64::MAX);
-    assert!(peak <= 9 * 1024, "peak {peak} over the budget");
+    assert!(peak <= 11 * 1024, "peak {peak} over the budget");
     let _ = std::fs::remove_dir_all(&dir);
     fails_with(
         &[
@@ -187,7 +188,20 @@ fn the_worker_memory_budget_evicts_and_reports_what_does_not_fit() {
             "--servers",
             "1",
         ],
-        "worker memory budget exceeded: block d[1,4] needs 2048 bytes, 6144 of the 7168 byte budget are held by blocks in use (give more with --worker-memory) at budget:17",
+        "worker memory budget exceeded: block d[1,4] needs 2048 bytes, 6144 of the 7168 byte budget are held by fetched blocks in use and 0 by the worker's local, temp and static blocks (give more with --worker-memory) at budget:17",
+    );
+    // The worker's own blocks count too: a local array larger than the budget.
+    fails_with(
+        &[
+            "tests/failures/budget_local.sial",
+            "--worker-memory",
+            "16K",
+            "--workers",
+            "1",
+            "--servers",
+            "1",
+        ],
+        "worker memory budget exceeded writing l: the worker's local, temp and static blocks hold 32768 bytes and fetched blocks in use 0 bytes, over the 16384 byte budget (give more with --worker-memory) at budget_local:6",
     );
     fails_with(&[program, "--worker-memory", "7Q"], "bad size");
 }

@@ -40,9 +40,9 @@ pub fn program(state: &FinalState<'_>) -> Value {
                 let rank = a.dims.len();
                 let blocks: Vec<Value> = keys
                     .into_iter()
-                    .map(|k| {
-                        let b = &map[k];
-                        json!({ "segments": k.rank_segments(rank), "shape": b.shape, "data": b.data })
+                    .filter_map(|k| {
+                        let b = map.get(k)?;
+                        Some(json!({ "segments": k.rank_segments(rank), "shape": b.shape, "data": b.data }))
                     })
                     .collect();
                 json!({ "kind": kind, "blocks": blocks })

@@ -1,7 +1,9 @@
 //! Block storage of one worker: the blocks of local, temp and (in one process) distributed and
 //! served arrays, the whole static arrays, and the regions of contiguous local arrays.
 
+use std::cell::Cell;
 use std::collections::HashMap;
+use std::rc::Rc;
 
 /// A dense block: shape and column-major data.
 #[derive(Clone, Debug, PartialEq)]
@@ -54,11 +56,88 @@ impl Region {
     }
 }
 
+/// Bytes of block data in a worker's block maps, shared by all of them (`--worker-memory`).
+pub type Held = Rc<Cell<usize>>;
+
+/// The blocks of one array in a worker's storage. Every insert and removal updates the
+/// worker's count of bytes held; a block's data can change but not its size.
+#[derive(Debug, Default)]
+pub struct BlockMap {
+    blocks: HashMap<BlockKey, Block>,
+    held: Held,
+}
+
+fn bytes(b: &Block) -> usize {
+    b.data.len() * std::mem::size_of::<f64>()
+}
+
+impl BlockMap {
+    pub fn new(held: Held) -> BlockMap {
+        BlockMap {
+            blocks: HashMap::new(),
+            held,
+        }
+    }
+
+    pub fn get(&self, key: &BlockKey) -> Option<&Block> {
+        self.blocks.get(key)
+    }
+
+    /// A block's data, to change in place.
+    pub fn data_mut(&mut self, key: &BlockKey) -> Option<&mut [f64]> {
+        self.blocks.get_mut(key).map(|b| b.data.as_mut_slice())
+    }
+
+    pub fn contains_key(&self, key: &BlockKey) -> bool {
+        self.blocks.contains_key(key)
+    }
+
+    pub fn insert(&mut self, key: BlockKey, block: Block) -> Option<Block> {
+        self.held.set(self.held.get() + bytes(&block));
+        let old = self.blocks.insert(key, block);
+        if let Some(o) = &old {
+            self.held.set(self.held.get().saturating_sub(bytes(o)));
+        }
+        old
+    }
+
+    pub fn remove(&mut self, key: &BlockKey) -> Option<Block> {
+        let old = self.blocks.remove(key);
+        if let Some(o) = &old {
+            self.held.set(self.held.get().saturating_sub(bytes(o)));
+        }
+        old
+    }
+
+    pub fn len(&self) -> usize {
+        self.blocks.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.blocks.is_empty()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&BlockKey, &Block)> {
+        self.blocks.iter()
+    }
+
+    pub fn keys(&self) -> impl Iterator<Item = &BlockKey> {
+        self.blocks.keys()
+    }
+}
+
+impl Drop for BlockMap {
+    fn drop(&mut self) {
+        let mine: usize = self.blocks.values().map(bytes).sum();
+        self.held.set(self.held.get().saturating_sub(mine));
+    }
+}
+
 /// The storage of one array.
 #[derive(Debug)]
 pub enum Storage {
     /// Local, temp, distributed and served arrays: a map of blocks.
-    Blocks(HashMap<BlockKey, Block>),
+    Blocks(BlockMap),
     /// Static arrays: the whole array, full extents, column-major.
     Whole(Block),
     /// Contiguous local arrays: allocated regions.

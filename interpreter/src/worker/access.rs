@@ -424,11 +424,14 @@ impl Worker<'_> {
                 "attempting to insert overlapping local contiguous into block map: {text}"
             )));
         }
+        let block = Block::zeros(shape);
+        let bytes = block.data.len() * 8;
         regions.push(Region {
             lower,
             upper,
-            block: Block::zeros(shape),
+            block,
         });
+        self.region_bytes += bytes;
         Ok(())
     }
 
@@ -443,7 +446,8 @@ impl Worker<'_> {
             .position(|g| g.lower == lower && g.upper == upper)
         {
             Some(i) => {
-                regions.remove(i);
+                let gone = regions.remove(i);
+                self.region_bytes = self.region_bytes.saturating_sub(gone.block.data.len() * 8);
                 Ok(())
             }
             None => Err(RuntimeError::program(format!(

@@ -637,10 +637,10 @@ impl Worker<'_> {
             let Storage::Blocks(map) = &mut self.storage[a as usize] else {
                 continue;
             };
-            match map.get_mut(&key) {
-                Some(b) => {
+            match map.data_mut(&key) {
+                Some(data) => {
                     g.copies
-                        .for_host(p.key, p.intent, &mut b.data)
+                        .for_host(p.key, p.intent, data)
                         .map_err(gpu_error)?;
                 }
                 None => {
@@ -802,11 +802,9 @@ impl Worker<'_> {
 /// Brings the newest data of `key` from the device into its host block.
 fn download(g: &mut Gpu, storage: &mut [Storage], key: Key) -> Result<()> {
     if let Storage::Blocks(map) = &mut storage[key.0 as usize]
-        && let Some(b) = map.get_mut(&key.1)
+        && let Some(d) = map.data_mut(&key.1)
     {
-        g.copies
-            .for_host(key, Intent::Read, &mut b.data)
-            .map_err(gpu_error)?;
+        g.copies.for_host(key, Intent::Read, d).map_err(gpu_error)?;
     }
     Ok(())
 }
@@ -816,10 +814,10 @@ fn store_written_back(g: &mut Gpu, storage: &mut [Storage], written_back: Vec<(K
     for (key, data) in written_back {
         g.dirty.remove(&key);
         if let Storage::Blocks(map) = &mut storage[key.0 as usize]
-            && let Some(b) = map.get_mut(&key.1)
-            && b.data.len() == data.len()
+            && let Some(d) = map.data_mut(&key.1)
+            && d.len() == data.len()
         {
-            b.data = data;
+            d.copy_from_slice(&data);
         }
     }
 }

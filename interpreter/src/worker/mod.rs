@@ -19,13 +19,14 @@ use crate::layout::Layout;
 use crate::persist::Persisted;
 use crate::setup::Setup;
 use crate::specials::Registry;
-use crate::store::{Block, BlockKey, Storage};
+use crate::store::{Block, BlockKey, BlockMap, Held, Storage};
 use loops::Frame;
 use remote::Net;
 use sial_compiler::bytecode::{ArrayKind, ArraySlot, Op, Persistent, Program};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::io::Write;
+use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 pub use remote::{LineProfile, WorkerStats};
@@ -82,6 +83,11 @@ pub struct Worker<'a> {
     lines: Vec<(u64, Duration)>,
     /// The device this worker places block instructions on, if any.
     pub(crate) gpu: Option<Box<gpu::Gpu>>,
+    /// Bytes of block data held: in block maps, in static arrays, in contiguous regions
+    /// (with fetched blocks, counted against `--worker-memory`).
+    held: Held,
+    fixed_bytes: usize,
+    pub(crate) region_bytes: usize,
 }
 
 /// Deepest chain of procedure calls (recursion is legal but must end).
@@ -116,6 +122,7 @@ impl<'a> Worker<'a> {
             });
         }
         let layout = Layout::new(program, &ints, setup)?;
+        let held: Held = Rc::default();
         let mut storage = Vec::with_capacity(program.arrays.len());
         for a in &program.arrays {
             if !a.used {
@@ -149,9 +156,16 @@ impl<'a> Worker<'a> {
                 }
                 ArrayKind::ContiguousLocal => Storage::Regions(Vec::new()),
                 ArrayKind::Distributed | ArrayKind::Served => Storage::Remote,
-                _ => Storage::Blocks(HashMap::new()),
+                _ => Storage::Blocks(BlockMap::new(Rc::clone(&held))),
             });
         }
+        let fixed_bytes = storage
+            .iter()
+            .map(|s| match s {
+                Storage::Whole(b) => b.data.len() * 8,
+                _ => 0,
+            })
+            .sum();
         let (rank, workers) = (link.rank(), link.workers());
         let gpu = gpu::open(&env.gpu, rank)?.map(|d| Box::new(gpu::Gpu::new(d, &env.gpu, program)));
         let net = RefCell::new(Net::new(
@@ -182,6 +196,9 @@ impl<'a> Worker<'a> {
             barrier_loops: RefCell::new(HashMap::new()),
             lines: Vec::new(),
             gpu,
+            held,
+            fixed_bytes,
+            region_bytes: 0,
         })
     }
 
@@ -224,10 +241,10 @@ impl<'a> Worker<'a> {
                     continue;
                 }
                 let blocks = self.net.get_mut().snapshot(a as u32)?;
-                let map = blocks
-                    .into_iter()
-                    .map(|(k, b)| (k, std::sync::Arc::unwrap_or_clone(b)))
-                    .collect();
+                let mut map = BlockMap::new(Rc::clone(&self.held));
+                for (k, b) in blocks {
+                    map.insert(k, std::sync::Arc::unwrap_or_clone(b));
+                }
                 self.storage[a] = Storage::Blocks(map);
             }
         }
@@ -341,15 +358,34 @@ impl<'a> Worker<'a> {
             Op::Get { block } => self.get(block, pc)?,
             Op::AssertSame { target } => self.assert_same(*target)?,
             Op::BroadcastFrom { root, array } => self.broadcast_from(*root, *array)?,
-            _ => self.placed_op(op, pc)?,
+            _ => {
+                self.placed_op(op, pc)?;
+                self.check_memory(op)?;
+            }
         }
         Ok(Some(next))
+    }
+
+    /// Blocks written by an instruction count against `--worker-memory` with the fetched
+    /// ones: fetched blocks not in use make room; an error if that is not enough.
+    fn check_memory(&mut self, op: &Op) -> Result<()> {
+        let local = self.held.get() + self.fixed_bytes + self.region_bytes;
+        let program = self.program;
+        let written = || {
+            written_array(op)
+                .map(|a| format!("writing {}", program.arrays[a.index()].name))
+                .unwrap_or_else(|| "here".to_string())
+        };
+        self.net.get_mut().hold_local(local, &written)
     }
 
     /// `get`/`request`: the block is requested unless already fetched in this section, and so
     /// are the blocks this `get` will want in the coming iterations (prefetch).
     fn get(&mut self, block: &sial_compiler::bytecode::BlockRef, pc: usize) -> Result<()> {
         let (key, shape) = self.locate(block)?;
+        // Scopes closed since the last block instruction freed local blocks.
+        let local = self.held.get() + self.fixed_bytes + self.region_bytes;
+        self.net.get_mut().set_local(local);
         let site = self.net.get_mut().site(pc, self.line);
         let text = || self.block_text(block.array, &key);
         let mut wanted = self.wanted(block.array, key, &shape, &text);
@@ -464,6 +500,26 @@ pub struct FinalState<'w> {
     pub ints: &'w [i32],
     pub scalars: &'w [f64],
     pub storage: &'w [Storage],
+}
+
+/// The array an instruction writes, for messages.
+fn written_array(op: &Op) -> Option<ArraySlot> {
+    use sial_compiler::bytecode::Operand;
+    let operand = |o: &Operand| match o {
+        Operand::Block(b) => b.array,
+        Operand::Region(r) => r.array,
+    };
+    match op {
+        Op::BlockScalar { dst, .. } | Op::BlockCopy { dst, .. } => Some(operand(dst)),
+        Op::BlockAccumulate { dst, .. }
+        | Op::BlockSum { dst, .. }
+        | Op::BlockContract { dst, .. }
+        | Op::BlockScaleCopy { dst, .. }
+        | Op::Slice { dst, .. }
+        | Op::Insert { dst, .. } => Some(dst.array),
+        Op::Allocate { array, .. } => Some(*array),
+        _ => None,
+    }
 }
 
 fn predefined_array(

@@ -182,6 +182,9 @@ pub(crate) struct Net<'a> {
     program: u32,
     /// Per server: prefetched blocks a `get` used in this section, reported at the barrier.
     claims: Vec<Vec<Claim>>,
+    /// Bytes of the worker's own blocks (local, temp, static, regions): the budget's rest is
+    /// for fetched blocks.
+    local_bytes: usize,
 }
 
 /// What a get needs to know besides the key.
@@ -220,7 +223,46 @@ impl<'a> Net<'a> {
             site_numbers: HashMap::new(),
             program,
             claims: vec![Vec::new(); servers],
+            local_bytes: 0,
         }
+    }
+
+    /// The worker's own blocks now hold `local` bytes (between block instructions they only
+    /// shrink, as scopes close: nothing to evict).
+    pub fn set_local(&mut self, local: usize) {
+        self.local_bytes = local;
+    }
+
+    /// The worker's own blocks now hold `local` bytes: fetched blocks not in use are evicted
+    /// until everything fits in the budget; an error if it cannot.
+    pub fn hold_local(&mut self, local: usize, what: &dyn Fn() -> String) -> Result<()> {
+        self.local_bytes = local;
+        if local + self.cached_bytes <= self.budget {
+            return Ok(());
+        }
+        let nothing = || String::new();
+        let w = Wanted {
+            array: u32::MAX,
+            key: BlockKey {
+                segments: [0; 6],
+                parents: [0; 6],
+            },
+            bytes: 0,
+            owner: 0,
+            line: 0,
+            text: &nothing,
+            site: u32::MAX,
+        };
+        if self.make_room(&w, false).is_err() {
+            return Err(RuntimeError::program(format!(
+                "worker memory budget exceeded {}: the worker's local, temp and static blocks hold {} bytes and fetched blocks in use {} bytes, over the {} byte budget (give more with --worker-memory)",
+                what(),
+                local,
+                self.cached_bytes,
+                self.budget
+            )));
+        }
+        Ok(())
     }
 
     /// The number of the `get` site at `pc` (created at its first execution).
@@ -468,7 +510,7 @@ impl<'a> Net<'a> {
     /// first (the farthest ahead first), then the least recently used. A prefetch
     /// (`for_prefetch`) evicts neither blocks in use nor other prefetched blocks.
     fn make_room(&mut self, w: &Wanted<'_>, for_prefetch: bool) -> Result<()> {
-        while self.cached_bytes + w.bytes > self.budget {
+        while self.cached_bytes + self.local_bytes + w.bytes > self.budget {
             let speculative = if for_prefetch {
                 None
             } else {
@@ -489,11 +531,12 @@ impl<'a> Net<'a> {
             });
             let Some(victim) = victim else {
                 return Err(RuntimeError::program(format!(
-                    "worker memory budget exceeded: block {} needs {} bytes, {} of the {} byte budget are held by blocks in use (give more with --worker-memory)",
+                    "worker memory budget exceeded: block {} needs {} bytes, {} of the {} byte budget are held by fetched blocks in use and {} by the worker's local, temp and static blocks (give more with --worker-memory)",
                     (w.text)(),
                     w.bytes,
                     self.cached_bytes,
-                    self.budget
+                    self.budget,
+                    self.local_bytes
                 )));
             };
             if let Some(e) = self.cache.get_mut(&victim) {

@@ -390,6 +390,10 @@ fn mpi_gives_the_dump_of_one_process() {
             ("(mpirun -n 3, prefetch 1)", vec!["--prefetch", "1"]),
             ("(mpirun -n 3, prefetch 2)", vec!["--prefetch", "2"]),
             ("(mpirun -n 3, prefetch 8)", vec!["--prefetch", "8"]),
+            (
+                "(mpirun -n 3, device gpu)",
+                vec!["--device", "gpu", "--gpu-backend", "host"],
+            ),
         ],
     );
 }

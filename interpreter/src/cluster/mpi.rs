@@ -835,7 +835,7 @@ fn stats_out(s: &WorkerStats) -> Vec<f64> {
         barriers,
         ref sites,
         ref lines,
-        gpu: _,
+        ref gpu,
     } = *s;
     let mut v = vec![wait_blocks.as_secs_f64(), barrier.as_secs_f64()];
     // Counts stay exact as f64 below 2^53.
@@ -880,6 +880,31 @@ fn stats_out(s: &WorkerStats) -> Vec<f64> {
             l.time.as_secs_f64(),
         ]);
     }
+    // The device figures (the device's name stays with its worker).
+    match gpu {
+        None => v.push(0.0),
+        Some(g) => {
+            v.push(1.0);
+            v.extend(
+                [
+                    g.uploads,
+                    g.upload_bytes,
+                    g.downloads,
+                    g.download_bytes,
+                    g.device_instructions,
+                    g.host_instructions,
+                    g.kernel_launches,
+                    g.evictions,
+                    g.write_backs,
+                    g.pinned.hits,
+                    g.pinned.misses,
+                    g.pinned.peak_bytes as u64,
+                ]
+                .map(|x| x as f64),
+            );
+            v.push(g.pinned.alloc_seconds);
+        }
+    }
     v
 }
 
@@ -887,6 +912,8 @@ fn stats_in(v: &[f64]) -> WorkerStats {
     let at = |i: usize| v.get(i).copied().unwrap_or(0.0);
     let n = |i: usize| at(i) as u64;
     let secs = |i: usize| Duration::try_from_secs_f64(at(i)).unwrap_or_default();
+    let at_lines = 15 + 10 * n(14) as usize;
+    let at_gpu = at_lines + 1 + 4 * n(at_lines) as usize;
     WorkerStats {
         wait_blocks: secs(0),
         barrier: secs(1),
@@ -920,7 +947,6 @@ fn stats_in(v: &[f64]) -> WorkerStats {
             })
             .collect(),
         lines: {
-            let at_lines = 15 + 10 * n(14) as usize;
             (0..n(at_lines) as usize)
                 .map(|k| {
                     let b = at_lines + 1 + 4 * k;
@@ -933,7 +959,30 @@ fn stats_in(v: &[f64]) -> WorkerStats {
                 })
                 .collect()
         },
-        gpu: None,
+        gpu: {
+            (n(at_gpu) == 1).then(|| {
+                let g = |k: usize| n(at_gpu + 1 + k);
+                let mut s = crate::device::GpuStats {
+                    device: "GPU".into(),
+                    uploads: g(0),
+                    upload_bytes: g(1),
+                    downloads: g(2),
+                    download_bytes: g(3),
+                    device_instructions: g(4),
+                    host_instructions: g(5),
+                    kernel_launches: g(6),
+                    evictions: g(7),
+                    write_backs: g(8),
+                    ..Default::default()
+                };
+                s.pinned.hits = g(9);
+                s.pinned.misses = g(10);
+                s.pinned.peak_bytes = g(11) as usize;
+                s.pinned.alloc_seconds = at(at_gpu + 13);
+                s.pinned_hit_ratio = s.pinned.hit_ratio();
+                s
+            })
+        },
     }
 }
 
@@ -1153,9 +1202,9 @@ fn work_all(
     }
     servers.resize(options.servers, ServerStats::default());
     let mut workers: Vec<WorkerStats> = all.iter().map(|v| stats_in(v)).collect();
-    // Device figures are worker 0's (the others' are not gathered).
-    if let Some(w) = workers.first_mut() {
-        w.gpu = mine.gpu.clone();
+    // Worker 0's device keeps its name.
+    if let (Some(w), Some(g)) = (workers.first_mut(), &mine.gpu) {
+        w.gpu = Some(g.clone());
     }
     Ok(Some(Report {
         workers,
@@ -1337,6 +1386,26 @@ mod tests {
                 instructions: 40,
                 time: Duration::from_millis(125),
             }],
+            gpu: Some(crate::device::GpuStats {
+                device: "GPU".into(),
+                uploads: 3,
+                upload_bytes: 24,
+                downloads: 1,
+                download_bytes: 8,
+                device_instructions: 10,
+                host_instructions: 2,
+                kernel_launches: 11,
+                evictions: 1,
+                write_backs: 1,
+                pinned: crate::device::PinnedStats {
+                    hits: 9,
+                    misses: 1,
+                    alloc_seconds: 0.5,
+                    peak_bytes: 4096,
+                    ..Default::default()
+                },
+                pinned_hit_ratio: 0.9,
+            }),
             ..WorkerStats::default()
         };
         let back = stats_in(&stats_out(&s));

@@ -316,9 +316,8 @@ impl Worker<'_> {
         if self.gpu.is_none() || blockless(op) {
             return self.block_op(op);
         }
-        if let Some((places, kernel)) = self.device_form(op)? {
-            let target = self.choose(&places, &kernel, pc);
-            if target == Target::Device {
+        if let Some((places, kernel, device)) = self.device_form(op)? {
+            if device && self.choose(&places, &kernel, pc) == Target::Device {
                 return self.run_on_device(&places, kernel);
             }
             self.host_needs(&places)?;
@@ -373,10 +372,11 @@ impl Worker<'_> {
         r
     }
 
-    /// The blocks and kernel of an instruction the device can run: every operand a block of
-    /// a local/temp array or a fetched block, the result a local/temp block. `None` otherwise
-    /// (the host runs it).
-    fn device_form(&self, op: &Op) -> Result<Option<(Vec<Place>, Kernel)>> {
+    /// The blocks and kernel of a block instruction of a kind the device can run, and whether
+    /// it can here: every operand a block of a local/temp array or a fetched block, the result
+    /// a local/temp block. Otherwise the host runs it, and the blocks name the local ones it
+    /// uses. `None` for other instructions.
+    fn device_form(&self, op: &Op) -> Result<Option<(Vec<Place>, Kernel, bool)>> {
         let block = |o: &Operand| match o {
             Operand::Block(b) => Some(b.clone()),
             Operand::Region(_) => None,
@@ -475,25 +475,33 @@ impl Worker<'_> {
             }
             _ => return Ok(None),
         };
-        if !self.local_blocks(dst.array) {
-            return Ok(None);
+        // The device runs it when every block is a local/temp block or a fetched one; else
+        // the host does, and `places` still names the local blocks it uses.
+        let mut device = self.local_blocks(dst.array);
+        let mut places = Vec::with_capacity(1 + srcs.len());
+        if device {
+            let (key, shape) = self.locate(&dst)?;
+            places.push(Place {
+                key: (dst.array.0, key),
+                shape,
+                intent: dst_intent,
+                fetched: false,
+            });
         }
-        let (key, shape) = self.locate(&dst)?;
-        let mut places = vec![Place {
-            key: (dst.array.0, key),
-            shape,
-            intent: dst_intent,
-            fetched: false,
-        }];
         for s in &srcs {
             let fetched = matches!(self.storage[s.array.index()], Storage::Remote);
             if !fetched && !self.local_blocks(s.array) {
-                return Ok(None);
+                device = false;
+                continue;
             }
             let (key, shape) = self.locate(s)?;
-            // An operand that is also the result: the host handles aliasing.
-            if (s.array.0, key) == places[0].key {
-                return Ok(None);
+            // An operand that is also the result: the host handles aliasing (and reads it).
+            if let Some(d) = places.first_mut()
+                && d.key == (s.array.0, key)
+            {
+                d.intent = Intent::Update;
+                device = false;
+                continue;
             }
             places.push(Place {
                 key: (s.array.0, key),
@@ -510,10 +518,10 @@ impl Worker<'_> {
                 _ => false,
             };
             if !exists && p.intent != Intent::Write {
-                return Ok(None);
+                device = false;
             }
         }
-        Ok(Some((places, kernel)))
+        Ok(Some((places, kernel, device)))
     }
 
     /// The block arguments of a special, when nothing else it gets can reach local blocks
@@ -552,7 +560,7 @@ impl Worker<'_> {
         let look = if auto { LOOKAHEAD } else { 0 };
         for ins in self.program.code.iter().skip(pc + 1).take(look) {
             match self.device_form(&ins.op) {
-                Ok(Some((p, k))) => ahead.push(instr(&p, &k)),
+                Ok(Some((p, k, true))) => ahead.push(instr(&p, &k)),
                 _ => break,
             }
         }

@@ -7,6 +7,12 @@
 //! `--features mpi`, the same comparisons run under `mpirun -n 2, 3, 5` (`mpirun` from the
 //! PATH, or the one `SIAL_MPIRUN` names).
 
+#[cfg(feature = "mpi")]
+#[path = "common/launch.rs"]
+mod launch;
+#[cfg(feature = "mpi")]
+use launch::mpirun;
+
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -356,24 +362,6 @@ fn devices_give_the_dump_of_one_process() {
             ),
         ],
     );
-}
-
-/// `mpirun -n N <sial>`, with what Open MPI needs to run as root and on fewer cores.
-#[cfg(feature = "mpi")]
-fn mpirun(n: usize) -> Vec<String> {
-    let program = std::env::var("SIAL_MPIRUN").unwrap_or_else(|_| "mpirun".into());
-    let version = Command::new(&program)
-        .arg("--version")
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
-        .unwrap_or_default();
-    let mut launcher = vec![program, "-n".into(), n.to_string()];
-    if version.contains("Open MPI") {
-        launcher.push("--allow-run-as-root".into());
-        launcher.push("--oversubscribe".into());
-    }
-    launcher.push(env!("CARGO_BIN_EXE_sial").into());
-    launcher
 }
 
 #[cfg(feature = "mpi")]

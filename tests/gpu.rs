@@ -159,3 +159,24 @@ fn bad_device_options_are_named() {
         assert!(run.stderr.contains(flag), "{flag}: {}", run.stderr);
     }
 }
+
+/// Under MPI every worker process opens its own device; the summary adds up their figures.
+#[cfg(feature = "mpi")]
+#[test]
+fn mpi_workers_use_their_devices() {
+    let launcher = common::launch::mpirun(3);
+    let args = ["--device", "gpu", "--gpu-backend", "host"];
+    let run = common::sial_via(&launcher, "programs/water/mp2.sial", &args, true);
+    assert!(run.ok, "{}", run.stderr);
+    let single = common::sial("programs/water/mp2.sial", &DEVICE, false);
+    assert!(single.ok, "{}", single.stderr);
+    // The same instructions, split over two workers, all on their devices.
+    let g = &run.stats["gpu"];
+    assert_eq!(
+        n(&g["device_instructions"]),
+        n(&single.stats["gpu"]["device_instructions"]),
+        "{g}"
+    );
+    let e = scalar(&run, "e_mp2");
+    assert!((e - -0.2040035637151954).abs() < 1e-10, "e_mp2 = {e}");
+}

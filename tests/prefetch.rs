@@ -265,3 +265,31 @@ fn predictions_follow_every_loop_manager_exactly() {
         assert!(total(&run).is_some());
     }
 }
+
+/// Under MPI the speculative gets, their claims and the race check cross process boundaries.
+#[cfg(feature = "mpi")]
+#[test]
+fn mpi_prefetch_keeps_the_race_check() {
+    let launcher = common::launch::mpirun(3);
+    let mpi = |program: &str| {
+        common::sial_via(
+            &launcher,
+            &format!("tests/prefetch/{program}.sial"),
+            &["--prefetch", "4"],
+            true,
+        )
+    };
+    let ok = mpi("speculative_race");
+    assert!(ok.ok, "{}", ok.stderr);
+    assert_eq!(
+        blocks(&ok, "y"),
+        vec![(1, vec![1.0; 3]), (2, vec![2.0; 3]), (3, vec![7.0; 3])]
+    );
+    let race = mpi("race");
+    assert!(!race.ok, "the race went unnoticed");
+    assert!(
+        race.stderr.to_lowercase().contains("data race") && race.stderr.contains("x[4]"),
+        "{}",
+        race.stderr
+    );
+}

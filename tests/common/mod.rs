@@ -1,5 +1,8 @@
 //! Running `sial run` from the end-to-end tests: exit status, stderr, `--stats` and `--dump`.
 
+#[cfg(feature = "mpi")]
+pub mod launch;
+
 use serde_json::Value;
 use std::path::PathBuf;
 use std::process::Command;
@@ -17,6 +20,11 @@ pub struct Run {
 
 /// `sial run PROGRAM ARGS --stats …` (and `--dump …` when `dump`), from the repository root.
 pub fn sial(program: &str, args: &[&str], dump: bool) -> Run {
+    sial_via(&[], program, args, dump)
+}
+
+/// The same, started by `launcher` (e.g. `mpirun -n 3 <sial>`; empty: `sial` itself).
+pub fn sial_via(launcher: &[String], program: &str, args: &[&str], dump: bool) -> Run {
     // One folder per run: tests run in parallel.
     static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let n = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -24,7 +32,14 @@ pub fn sial(program: &str, args: &[&str], dump: bool) -> Run {
     std::fs::create_dir_all(&dir).expect("temp dir");
     let stats = dir.join("stats.json");
     let dumped = dir.join("dump.json");
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_sial"));
+    let mut cmd = match launcher.split_first() {
+        Some((first, rest)) => {
+            let mut c = Command::new(first);
+            c.args(rest);
+            c
+        }
+        None => Command::new(env!("CARGO_BIN_EXE_sial")),
+    };
     cmd.arg("run")
         .arg(program)
         .args(args)

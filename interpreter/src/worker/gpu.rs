@@ -150,10 +150,9 @@ pub(crate) struct Gpu {
 
 impl Gpu {
     pub fn new(dev: Box<dyn Device>, options: &GpuOptions, program: &Program) -> Gpu {
-        let calibration = if dev.name().starts_with("host") {
-            Calibration::host_device()
-        } else {
-            Calibration::h100_vs_one_core()
+        let calibration = match options.backend {
+            Backend::Host => Calibration::host_device(),
+            Backend::Cuda => Calibration::h100_vs_one_core(),
         };
         Gpu {
             copies: DeviceCopies::new(dev, options.memory, options.pinned),
@@ -243,8 +242,8 @@ impl Worker<'_> {
         if g.dirty.is_empty() {
             return Ok(());
         }
-        let one = |e: &ExprId| std::slice::from_ref(e).to_vec();
-        let exprs: Vec<ExprId> = match op {
+        let one = std::slice::from_ref;
+        let exprs: &[ExprId] = match op {
             Op::AssignInt { value, .. }
             | Op::AssignScalar { value, .. }
             | Op::Collective { value, .. }
@@ -262,16 +261,12 @@ impl Worker<'_> {
             } => one(e),
             Op::DoStart { wheres, .. }
             | Op::DoInStart { wheres, .. }
-            | Op::PardoStart { wheres, .. } => wheres.clone(),
-            Op::LoopEnd { .. } => self
-                .frames
-                .last()
-                .map(|f| f.wheres.clone())
-                .unwrap_or_default(),
-            _ => Vec::new(),
+            | Op::PardoStart { wheres, .. } => wheres,
+            Op::LoopEnd { .. } => self.frames.last().map_or(&[], |f| &f.wheres),
+            _ => &[],
         };
         let mut refs = Vec::new();
-        for e in exprs {
+        for &e in exprs {
             if !g.reads_blocks.get(e.index()).copied().unwrap_or(true) {
                 continue;
             }

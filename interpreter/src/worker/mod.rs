@@ -366,10 +366,15 @@ impl<'a> Worker<'a> {
         Ok(Some(next))
     }
 
+    /// Bytes of the worker's own blocks: block maps, static arrays, contiguous regions.
+    fn own_bytes(&self) -> usize {
+        self.held.get() + self.fixed_bytes + self.region_bytes
+    }
+
     /// Blocks written by an instruction count against `--worker-memory` with the fetched
     /// ones: fetched blocks not in use make room; an error if that is not enough.
     fn check_memory(&mut self, op: &Op) -> Result<()> {
-        let local = self.held.get() + self.fixed_bytes + self.region_bytes;
+        let local = self.own_bytes();
         let program = self.program;
         let written = || {
             written_array(op)
@@ -384,7 +389,7 @@ impl<'a> Worker<'a> {
     fn get(&mut self, block: &sial_compiler::bytecode::BlockRef, pc: usize) -> Result<()> {
         let (key, shape) = self.locate(block)?;
         // Scopes closed since the last block instruction freed local blocks.
-        let local = self.held.get() + self.fixed_bytes + self.region_bytes;
+        let local = self.own_bytes();
         self.net.get_mut().set_local(local);
         let site = self.net.get_mut().site(pc, self.line);
         let text = || self.block_text(block.array, &key);

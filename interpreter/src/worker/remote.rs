@@ -240,20 +240,7 @@ impl<'a> Net<'a> {
         if local + self.cached_bytes <= self.budget {
             return Ok(());
         }
-        let nothing = || String::new();
-        let w = Wanted {
-            array: u32::MAX,
-            key: BlockKey {
-                segments: [0; 6],
-                parents: [0; 6],
-            },
-            bytes: 0,
-            owner: 0,
-            line: 0,
-            text: &nothing,
-            site: u32::MAX,
-        };
-        if self.make_room(&w, false).is_err() {
+        if !self.make_room(0, false) {
             return Err(RuntimeError::program(format!(
                 "worker memory budget exceeded {}: the worker's local, temp and static blocks hold {} bytes and fetched blocks in use {} bytes, over the {} byte budget (give more with --worker-memory)",
                 what(),
@@ -393,14 +380,14 @@ impl<'a> Net<'a> {
             }
             e.site = w.site;
             e.prefetched = false;
-            self.make_room(w, false)?;
+            self.room_for_get(w)?;
             if let Some(e) = self.cache.get_mut(&(w.array, w.key)) {
                 e.slot = Slot::Pending;
             }
             self.cached_bytes += w.bytes;
             self.stats.refetched += 1;
         } else {
-            self.make_room(w, false)?;
+            self.room_for_get(w)?;
             let mut e = Entry::new(w.bytes, w.site, clock);
             e.active = active;
             e.unread = true;
@@ -435,7 +422,7 @@ impl<'a> Net<'a> {
             Some(_) => true,
             None => false,
         };
-        if self.make_room(w, true).is_err() {
+        if !self.make_room(w.bytes, true) {
             if let Some(s) = self.site_mut(w.site) {
                 s.no_room();
             }
@@ -506,11 +493,27 @@ impl<'a> Net<'a> {
         Err(RuntimeError::new("internal: a claimed prefetch was lost"))
     }
 
-    /// Evicts cached blocks until `w` fits in the budget: prefetched blocks not yet claimed
-    /// first (the farthest ahead first), then the least recently used. A prefetch
-    /// (`for_prefetch`) evicts neither blocks in use nor other prefetched blocks.
-    fn make_room(&mut self, w: &Wanted<'_>, for_prefetch: bool) -> Result<()> {
-        while self.cached_bytes + self.local_bytes + w.bytes > self.budget {
+    /// Room for the block of a `get`, or the error naming it.
+    fn room_for_get(&mut self, w: &Wanted<'_>) -> Result<()> {
+        if self.make_room(w.bytes, false) {
+            return Ok(());
+        }
+        Err(RuntimeError::program(format!(
+            "worker memory budget exceeded: block {} needs {} bytes, {} of the {} byte budget are held by fetched blocks in use and {} by the worker's local, temp and static blocks (give more with --worker-memory)",
+            (w.text)(),
+            w.bytes,
+            self.cached_bytes,
+            self.budget,
+            self.local_bytes
+        )))
+    }
+
+    /// Evicts cached blocks until `bytes` more fit in the budget: prefetched blocks not yet
+    /// claimed first (the farthest ahead first), then the least recently used. A prefetch
+    /// (`for_prefetch`) evicts neither blocks in use nor other prefetched blocks. False when
+    /// nothing more can go.
+    fn make_room(&mut self, bytes: usize, for_prefetch: bool) -> bool {
+        while self.cached_bytes + self.local_bytes + bytes > self.budget {
             let speculative = if for_prefetch {
                 None
             } else {
@@ -530,14 +533,7 @@ impl<'a> Net<'a> {
                     .map(|(k, _)| *k)
             });
             let Some(victim) = victim else {
-                return Err(RuntimeError::program(format!(
-                    "worker memory budget exceeded: block {} needs {} bytes, {} of the {} byte budget are held by fetched blocks in use and {} by the worker's local, temp and static blocks (give more with --worker-memory)",
-                    (w.text)(),
-                    w.bytes,
-                    self.cached_bytes,
-                    self.budget,
-                    self.local_bytes
-                )));
+                return false;
             };
             if let Some(e) = self.cache.get_mut(&victim) {
                 Self::waste(&mut self.sites, e);
@@ -546,7 +542,7 @@ impl<'a> Net<'a> {
                 self.stats.blocks_evicted += 1;
             }
         }
-        Ok(())
+        true
     }
 
     /// The data of a block fetched in this section, waiting for it if needed; `None` when it

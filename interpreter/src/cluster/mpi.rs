@@ -1074,6 +1074,10 @@ pub fn run(
     if !options.keep_scratch {
         let _ = std::fs::remove_dir_all(options.scratch());
     }
+    // The launcher forwards a rank's output through a pipe; an abort (this rank's or another
+    // failing rank's) can tear the pipe down before the message is through. Every failing
+    // rank prints first, then waits a moment before aborting.
+    std::thread::sleep(std::time::Duration::from_millis(200));
     world.abort(1)
 }
 

@@ -123,9 +123,19 @@ fn run(cli: Cli) -> ExitCode {
 
 /// Compiles one source file, printing its diagnostics to stderr.
 fn compile(path: &Path, options: &Options) -> Option<Compilation> {
+    compile_showing(path, options, true)
+}
+
+/// Compiles `path`, printing its diagnostics (warnings about unused declarations only counted
+/// unless `show_unused`).
+fn compile_showing(path: &Path, options: &Options, show_unused: bool) -> Option<Compilation> {
     match sial_compiler::compile_file(path, options) {
         Ok(c) => {
-            let text = c.diagnostics.render(&c.sources);
+            let text = if show_unused {
+                c.diagnostics.render(&c.sources)
+            } else {
+                c.diagnostics.render_for_run(&c.sources)
+            };
             let _ = std::io::stderr().write_all(text.as_bytes());
             Some(c)
         }
@@ -148,7 +158,7 @@ fn load_program(path: &Path, options: &Options) -> Result<bytecode::Program, Exi
             ExitCode::from(1)
         });
     }
-    compile(path, options)
+    compile_showing(path, options, false)
         .and_then(|c| c.program)
         .ok_or(ExitCode::from(1))
 }
@@ -156,7 +166,7 @@ fn load_program(path: &Path, options: &Options) -> Result<bytecode::Program, Exi
 /// The options of `sial run`.
 #[derive(Args)]
 struct RunArgs {
-    /// `.sial`/`.sialx` sources, bytecode files, or one setup file (`.toml`, ACES4 `.json`).
+    /// `.sial`/`.sialx` sources, bytecode files, or one setup file (`.toml`, ACES4 `.json` or `.dat`).
     #[arg(required = true)]
     job: Vec<PathBuf>,
     /// Setup data (default: NAME.toml beside the first program, if there is one).
@@ -413,7 +423,8 @@ fn run_mpi(
 }
 
 fn is_setup_file(p: &Path) -> bool {
-    p.extension().is_some_and(|e| e == "toml" || e == "json")
+    p.extension()
+        .is_some_and(|e| e == "toml" || e == "json" || e == "dat")
 }
 
 /// `sial run`: resolves the programs and the setup, compiles, runs, dumps.
@@ -481,8 +492,16 @@ fn run_job(args: RunArgs) -> ExitCode {
             .first()
             .and_then(|p| sial_interpreter::setup::beside(p))
     });
+    let options = Options::from_env(args.include.clone());
+    // A job's programs are searched like imports: `-I` directories, then SIALPATH.
+    let search: Vec<PathBuf> = options
+        .include_dirs
+        .iter()
+        .chain(&options.sialpath)
+        .cloned()
+        .collect();
     let mut setup = match &setup_path {
-        Some(p) => match sial_interpreter::setup::load(p, &args.include) {
+        Some(p) => match sial_interpreter::setup::load(p, &search) {
             Ok(s) => s,
             Err(e) => return fail(e.to_string()),
         },
@@ -506,7 +525,6 @@ fn run_job(args: RunArgs) -> ExitCode {
             "no program to run: name a .sial file or a setup file that lists programs".into(),
         );
     }
-    let options = Options::from_env(args.include.clone());
     let mut compiled = Vec::new();
     for p in &programs {
         match load_program(p, &options) {
@@ -514,7 +532,8 @@ fn run_job(args: RunArgs) -> ExitCode {
             Err(code) => return code,
         }
     }
-    let registry = sial_interpreter::specials::Registry::with_general();
+    let mut registry = sial_interpreter::specials::general_registry();
+    sial_chemistry::register(&mut registry);
     let mut out = std::io::BufWriter::new(std::io::stdout());
     let mut dumped = Vec::new();
     let work_dir = std::env::current_dir().unwrap_or_default();

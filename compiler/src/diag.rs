@@ -18,6 +18,9 @@ pub struct Diagnostic {
     /// Extra lines printed after the caret (`note: ...`), e.g. where the other side of a
     /// mismatch was declared.
     pub notes: Vec<String>,
+    /// A declaration nothing uses: `sial check` shows it; `sial run` only counts it, since
+    /// production programs carry many.
+    pub unused: bool,
 }
 
 impl Diagnostic {
@@ -27,6 +30,7 @@ impl Diagnostic {
             span,
             message: message.into(),
             notes: Vec::new(),
+            unused: false,
         }
     }
 
@@ -36,6 +40,7 @@ impl Diagnostic {
             span,
             message: message.into(),
             notes: Vec::new(),
+            unused: false,
         }
     }
 
@@ -112,6 +117,13 @@ impl Diagnostics {
         self.push(Diagnostic::warning(span, message));
     }
 
+    /// A warning about a declaration nothing uses (see [`Diagnostic::unused`]).
+    pub fn unused(&mut self, span: Span, message: impl Into<String>) {
+        let mut d = Diagnostic::warning(span, message);
+        d.unused = true;
+        self.push(d);
+    }
+
     pub fn has_errors(&self) -> bool {
         self.items.iter().any(Diagnostic::is_error)
     }
@@ -122,12 +134,38 @@ impl Diagnostics {
 
     /// Renders every diagnostic, sorted by file and position, with a closing count.
     pub fn render(&self, sources: &SourceMap) -> String {
+        self.render_with(sources, true)
+    }
+
+    /// What `sial run` shows: everything but the warnings about unused declarations, which are
+    /// counted in one line per file.
+    pub fn render_for_run(&self, sources: &SourceMap) -> String {
+        self.render_with(sources, false)
+    }
+
+    fn render_with(&self, sources: &SourceMap, show_unused: bool) -> String {
         let mut items: Vec<&Diagnostic> = self.items.iter().collect();
         items.sort_by_key(|d| (d.span.file, d.span.start));
         items.dedup_by(|a, b| a.span == b.span && a.message == b.message);
         let mut out = String::new();
+        let mut unused: Vec<(crate::source::FileId, usize)> = Vec::new();
         for d in &items {
+            if d.unused && !show_unused {
+                match unused.last_mut() {
+                    Some((file, n)) if *file == d.span.file => *n += 1,
+                    _ => unused.push((d.span.file, 1)),
+                }
+                continue;
+            }
             out.push_str(&d.render(sources));
+        }
+        for (file, n) in unused {
+            let _ = writeln!(
+                out,
+                "{}: warning: {n} declaration{} never used (`sial check` lists them)",
+                sources.file(file).path.display(),
+                if n == 1 { " is" } else { "s are" }
+            );
         }
         let errors = items.iter().filter(|d| d.is_error()).count();
         if errors > 0 {

@@ -101,7 +101,7 @@ fn net(
 }
 
 fn bench_instr_rate(c: &mut Criterion) {
-    let registry = Registry::with_general();
+    let registry = sial_interpreter::specials::general_registry();
     let program = compile("benches/instr_rate.sial");
     let mut g = c.benchmark_group("instr_rate");
     g.sample_size(10).sampling_mode(SamplingMode::Flat);
@@ -115,7 +115,7 @@ fn bench_instr_rate(c: &mut Criterion) {
 }
 
 fn bench_block_ops(c: &mut Criterion) {
-    let registry = Registry::with_general();
+    let registry = sial_interpreter::specials::general_registry();
     let mut g = c.benchmark_group("block_ops");
     g.sample_size(10).sampling_mode(SamplingMode::Flat);
     let (nrep, m) = (1000i32, 100usize);
@@ -142,7 +142,7 @@ fn bench_block_ops(c: &mut Criterion) {
 }
 
 fn bench_contract(c: &mut Criterion) {
-    let registry = Registry::with_general();
+    let registry = sial_interpreter::specials::general_registry();
     let program = compile("benches/contract.sial");
     let mut g = c.benchmark_group("contract");
     g.sample_size(10).sampling_mode(SamplingMode::Flat);
@@ -299,7 +299,7 @@ fn bench_tran_mp2(c: &mut Criterion) {
         eprintln!("skipping tran_mp2: {} not found", path.display());
         return;
     }
-    let registry = Registry::with_general();
+    let registry = sial_interpreter::specials::general_registry();
     let toml = path.with_extension("toml");
     let mut g = c.benchmark_group("tran_mp2");
     g.bench_function("load_compile_run", |b| {

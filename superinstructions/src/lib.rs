@@ -29,6 +29,7 @@ mod gemm;
 mod labels;
 mod permute;
 mod shape;
+pub mod special;
 mod specials;
 #[cfg(test)]
 mod testutil;

@@ -102,29 +102,46 @@ impl Checker<'_> {
         );
     }
 
-    fn writable(&mut self, dst: &Block) -> bool {
-        if dst.kind.is_remote() {
-            let how = if dst.kind == ArrayKind::Served {
-                "prepare"
-            } else {
-                "put"
-            };
-            self.diags.error(
+    /// Distributed and served blocks change only through put/prepare, but ACES4 also accepts a
+    /// plain `=` into one: the worker writes its own copy, which is never sent anywhere and is
+    /// gone at the next barrier. Production programs (scf_rhf, scf_uhf, rlambda_rhf) rely on
+    /// it, so it compiles with a warning (SIAL-SPEC §4.7); updates (`+=`, `-=`, `*=`) fail in
+    /// ACES4 at run time and are errors here.
+    fn writable(&mut self, dst: &Block, op: AssignOp) -> bool {
+        if !dst.kind.is_remote() {
+            return true;
+        }
+        let how = if dst.kind == ArrayKind::Served {
+            "prepare"
+        } else {
+            "put"
+        };
+        if op == AssignOp::Assign {
+            self.diags.warning(
                 dst.span,
                 format!(
-                    "{} is a {} array: its blocks are written only with `{how} {}[...] = ...`",
+                    "{} is a {} array: this writes only this worker's copy of the block, which is discarded at the next barrier (use `{how} {}[...] = ...` to store it)",
                     dst.name,
                     dst.kind.name(),
                     dst.name
                 ),
             );
-            return false;
+            return true;
         }
-        true
+        self.diags.error(
+            dst.span,
+            format!(
+                "{} is a {} array: its blocks are written only with `{how} {}[...] = ...`",
+                dst.name,
+                dst.kind.name(),
+                dst.name
+            ),
+        );
+        false
     }
 
     fn block_assign(&mut self, b: &mut Body, dst: &Block, op: AssignOp, rhs: &Typed, span: Span) {
-        if !self.writable(dst) {
+        if !self.writable(dst, op) {
             return;
         }
         // A product of blocks that contracts every index is a scalar, but assigned to a block
@@ -266,6 +283,22 @@ impl Checker<'_> {
                     article(x.kind.name())
                 );
                 self.diags.error(span, msg);
+                return;
+            }
+            if op == AssignOp::Assign && aces4_plain_copy(&dst.r.indices, &src.r.indices) {
+                // ACES4 compiles this to its element copy in memory order (scf_rhf:2147,
+                // `T2xx[nu,nu] = T1xx[mu,nu]`); production programs depend on it.
+                self.diags.warning(span, format!("{} = {}: the indices differ, so this copies the elements in memory order, as ACES4 does; the blocks must have the same size", self.show(dst), self.show(src)));
+                let layout = identity(dst.r.indices.len());
+                self.emit(
+                    b,
+                    Op::BlockCopy {
+                        dst: Operand::Block(dst.r.clone()),
+                        src: Operand::Block(src.r.clone()),
+                        layout,
+                    },
+                    span,
+                );
                 return;
             }
             self.diags.error(span, format!("incompatible index lists: {} cannot be {} {} (the indices must be the same, in any order)", self.show(dst), if op == AssignOp::Assign { "assigned from" } else { "updated with" }, self.show(src)));
@@ -765,6 +798,23 @@ fn identity(rank: usize) -> Layout {
     Layout {
         perm: (0..rank).map(|d| Some(d as u8)).collect(),
     }
+}
+
+/// Whether ACES4 compiles `dst = src` (same rank, index lists that are not a permutation of
+/// each other) to a plain element copy: its permutation, found by looking up each destination
+/// index among the source's (the first match; positions never matched stay 0), is the
+/// identity. Otherwise ACES4 emits a transpose its runtime rejects.
+fn aces4_plain_copy(dst: &[IndexSlot], src: &[IndexSlot]) -> bool {
+    if dst.len() != src.len() {
+        return false;
+    }
+    let rank = dst.len();
+    let mut perm = vec![0usize; rank + 1];
+    for (d, i) in dst.iter().enumerate() {
+        let j = src.iter().position(|x| x == i).unwrap_or(rank);
+        perm[j] = d;
+    }
+    perm[..rank].iter().enumerate().all(|(d, &p)| p == d)
 }
 
 fn scalar_assign(op: AssignOp) -> ScalarAssign {

@@ -204,7 +204,7 @@ impl Checker<'_> {
             let (span, file) = self.array_decl_spans[slot];
             if !a.used && file == main {
                 let line = self.sources.line(span);
-                self.diags.warning(
+                self.diags.unused(
                     span,
                     format!(
                         "array {} at line {line} is never used; it gets no storage",
@@ -224,7 +224,7 @@ impl Checker<'_> {
         for (i, p) in self.procs.iter().enumerate() {
             if !reachable[i] && p.file == main && !quiet {
                 let line = self.sources.line(p.span);
-                self.diags.warning(
+                self.diags.unused(
                     p.span,
                     format!(
                         "procedure {} at line {line} is never called; no code generated",

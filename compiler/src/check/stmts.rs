@@ -330,18 +330,35 @@ impl Checker<'_> {
             let intent = intents.get(k).copied().unwrap_or(Intent::Read);
             if let Some(a) = self.exec_arg(b, arg, whole_arrays, &name.text) {
                 if intent != Intent::Read {
-                    let what = match &a {
-                        ExecArg::Literal(_) => Some("a literal".to_string()),
+                    let remote = match &a {
                         ExecArg::Block(r)
                             if self.program.arrays[r.array.index()].kind.is_remote() =>
                         {
+                            let array = &self.program.arrays[r.array.index()];
                             Some(format!(
                                 "a block of {} array {}",
-                                self.program.arrays[r.array.index()].kind.name(),
-                                self.program.arrays[r.array.index()].name
+                                array.kind.name(),
+                                array.name
                             ))
                         }
                         _ => None,
+                    };
+                    let what = match (&a, remote) {
+                        (ExecArg::Literal(_), _) => Some("a literal".to_string()),
+                        // ACES4 runs a `w` argument on the worker's own copy of the block, which
+                        // is discarded at the next barrier (SIAL-SPEC §4.7): a warning.
+                        (_, Some(what)) if intent == Intent::Write => {
+                            self.diags.warning(
+                                arg.span(),
+                                format!(
+                                    "argument {} of {} is written (intent w) but is {what}: only this worker's copy changes, and it is discarded at the next barrier",
+                                    k + 1,
+                                    name.text
+                                ),
+                            );
+                            None
+                        }
+                        (_, remote) => remote,
                     };
                     if let Some(what) = what {
                         self.diags.error(

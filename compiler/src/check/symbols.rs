@@ -230,6 +230,16 @@ impl Checker<'_> {
             })
     }
 
+    /// The name of an index in the program's tables: qualified (`defs.mu`) when it is declared
+    /// in an imported file, as ACES4 writes it, so that `print mu` shows the same text.
+    fn index_name(&self, f: usize, name: &str) -> String {
+        if f == self.unit.main() {
+            name.to_string()
+        } else {
+            format!("{}.{name}", self.unit.files[f].ast.program.name.text)
+        }
+    }
+
     pub(super) fn file_path(&self, f: usize) -> String {
         self.sources
             .path(self.unit.files[f].id)
@@ -264,7 +274,7 @@ impl Checker<'_> {
                 let slot = IndexSlot(self.program.indices.len() as u32);
                 if self.declare(f, &d.name, Sym::Index(slot)) {
                     self.program.indices.push(bc::Index {
-                        name: d.name.text.clone(),
+                        name: self.index_name(f, &d.name.text),
                         kind: index_kind(*kind),
                         lo: lo_b.unwrap_or(Bound::Literal(1)),
                         hi: hi_b.unwrap_or(Bound::Literal(1)),
@@ -294,7 +304,7 @@ impl Checker<'_> {
                 let slot = IndexSlot(self.program.indices.len() as u32);
                 if self.declare(f, &d.name, Sym::Index(slot)) {
                     self.program.indices.push(bc::Index {
-                        name: d.name.text.clone(),
+                        name: self.index_name(f, &d.name.text),
                         kind: bc::IndexKind::Sub,
                         lo: Bound::Literal(1),
                         hi: Bound::Literal(super::SUBSEGMENTS),

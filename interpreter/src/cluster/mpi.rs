@@ -234,7 +234,12 @@ impl WorkerLink for MpiWorker {
         self.outbox.reap();
         let mine = count_of(data.len())?;
         let mut counts = vec![0i32; self.workers];
-        self.team.all_gather_into(&mine, &mut counts[..]);
+        ::mpi::request::scope(|scope| {
+            wait_request(
+                self.team
+                    .immediate_all_gather_into(scope, &mine, &mut counts[..]),
+            );
+        });
         let mut displs = Vec::with_capacity(counts.len());
         let mut total = 0i32;
         for &c in &counts {
@@ -246,7 +251,13 @@ impl WorkerLink for MpiWorker {
         let mut all = vec![0.0; total as usize];
         {
             let mut part = PartitionMut::new(&mut all[..], &counts[..], &displs[..]);
-            self.team.all_gather_varcount_into(&data[..], &mut part);
+            ::mpi::request::scope(|scope| {
+                wait_request(self.team.immediate_all_gather_varcount_into(
+                    scope,
+                    &data[..],
+                    &mut part,
+                ));
+            });
         }
         let mut out = Vec::with_capacity(counts.len());
         let mut rest = &all[..];
@@ -269,13 +280,17 @@ impl WorkerLink for MpiWorker {
         } else {
             0
         };
-        root.broadcast_into(&mut len);
+        ::mpi::request::scope(|scope| {
+            wait_request(root.immediate_broadcast_into(scope, &mut len));
+        });
         let mut buffer = if self.rank == root_rank as usize {
             data
         } else {
             vec![0.0; len as usize]
         };
-        root.broadcast_into(&mut buffer[..]);
+        ::mpi::request::scope(|scope| {
+            wait_request(root.immediate_broadcast_into(scope, &mut buffer[..]));
+        });
         Ok(buffer)
     }
     fn aborted(&self) -> bool {
@@ -533,13 +548,45 @@ fn encode_request(msg: ToServer) -> (Vec<u8>, Option<Vec<f64>>) {
 /// Decodes a header; the callback receives the next data message of the given length.
 type Decode<T> = fn(&[u8], &mut dyn FnMut(usize) -> Vec<f64>) -> Result<T>;
 
+/// Polls `probe` until it finds a message. MPI's own blocking probe spins on the core, which
+/// starves the other ranks when there are more ranks than cores (a laptop, a CI machine): after
+/// a short spin this yields the core, then sleeps for a few microseconds at a time.
+fn wait_for<T>(mut probe: impl FnMut() -> Option<T>) -> T {
+    let mut idle = 0u32;
+    loop {
+        if let Some(found) = probe() {
+            return found;
+        }
+        idle = idle.saturating_add(1);
+        if idle < 64 {
+            std::hint::spin_loop();
+        } else if idle < 256 {
+            std::thread::yield_now();
+        } else {
+            std::thread::sleep(std::time::Duration::from_micros(20));
+        }
+    }
+}
+
+/// Waits for a non-blocking collective with the polling of [`wait_for`].
+fn wait_request<'a, D: ?Sized, S: ::mpi::request::Scope<'a>>(
+    request: ::mpi::request::Request<'a, D, S>,
+) {
+    let mut pending = Some(request);
+    wait_for(|| match pending.take()?.test() {
+        Ok(_) => Some(()),
+        Err(still) => {
+            pending = Some(still);
+            None
+        }
+    });
+}
+
 /// The next message with `tag` from any rank: its header, decoded with the data messages that
 /// follow it from the same rank (each received straight into its own buffer).
 fn receive<T>(world: &SimpleCommunicator, tag: i32, decode: Decode<T>) -> Result<T> {
-    let (header, status) = world
-        .any_process()
-        .matched_probe_with_tag(tag)
-        .matched_receive_vec::<u8>();
+    let probed = wait_for(|| world.any_process().immediate_matched_probe_with_tag(tag));
+    let (header, status) = probed.matched_receive_vec::<u8>();
     let from = world.process_at_rank(status.source_rank());
     decode(&header, &mut |len| {
         let mut data = vec![0.0; len];

@@ -91,7 +91,34 @@ pub struct BlockStore {
     lru: BTreeMap<u64, (u32, BlockKey)>,
     clock: u64,
     disk_used: u64,
+    /// The low parts of the blocks accumulated in the current sections (see [`Self::accumulate`]),
+    /// with the section of each; counted in `memory`.
+    residuals: HashMap<(u32, BlockKey), (u32, Vec<f64>)>,
     pub stats: DiskStats,
+}
+
+/// What `put +=` adds to a block.
+pub enum Addend<'a> {
+    Block(&'a [f64]),
+    Scalar(f64),
+}
+
+/// `(hi, lo) += x` in double-double arithmetic: `hi` stays the correctly rounded sum of
+/// everything added, whatever the order of the additions (up to a rounding tie).
+#[inline]
+fn compensated_add(hi: &mut f64, lo: &mut f64, x: f64) {
+    let s = *hi + x;
+    if !s.is_finite() {
+        *hi = s;
+        *lo = 0.0;
+        return;
+    }
+    let b = s - *hi;
+    let e = (*hi - (s - b)) + (x - b);
+    let t = *lo + e;
+    let h = s + t;
+    *lo = t - (h - s);
+    *hi = h;
 }
 
 impl BlockStore {
@@ -105,6 +132,7 @@ impl BlockStore {
             lru: BTreeMap::new(),
             clock: 0,
             disk_used: 0,
+            residuals: HashMap::new(),
             stats: DiskStats::default(),
         }
     }
@@ -169,6 +197,16 @@ impl BlockStore {
             )));
         }
         while self.memory + need > self.spill.budget {
+            // The low parts of running sums go before any block does.
+            if !self.residuals.is_empty() {
+                let freed: usize = self
+                    .residuals
+                    .drain()
+                    .map(|(_, (_, lo))| lo.len() * 8)
+                    .sum();
+                self.account(0, freed);
+                continue;
+            }
             let victim = self.lru.values().copied().find(|v| Some(*v) != keep);
             let Some((array, key)) = victim else {
                 return Err(RuntimeError::input(format!(
@@ -374,6 +412,7 @@ impl BlockStore {
 
     /// Replaces (or creates) a block with `block`; the data is newer than any disk copy.
     pub fn replace(&mut self, array: u32, key: BlockKey, block: Block, section: u32) -> Result<()> {
+        self.forget_residual(array, &key);
         let bytes = block.data.len() * 8;
         let names = Arc::clone(&self.names);
         let text = move || label(&names, array, &key);
@@ -433,8 +472,92 @@ impl BlockStore {
         f(Arc::make_mut(data))
     }
 
+    /// `put +=` / `prepare +=`: adds to a block (created zero-filled when absent). The sum is
+    /// kept in double-double precision for the rest of the section, so a block accumulated by
+    /// several workers gets the same value whatever order their contributions arrive in: runs
+    /// repeat exactly, and iterative solvers that are sensitive to the last bits (ACES4's EOM
+    /// Davidson) take the same path every time. The low parts cost one block of memory per
+    /// block accumulated in the section; when the budget has no room for them the sum is
+    /// plain (still correct, only order-dependent in the last bits).
+    pub fn accumulate(
+        &mut self,
+        array: u32,
+        key: BlockKey,
+        shape: &[usize],
+        section: u32,
+        add: Addend<'_>,
+    ) -> Result<()> {
+        let n: usize = shape.iter().product();
+        let mut lo = match self.residuals.remove(&(array, key)) {
+            Some((s, lo)) if s == section && lo.len() == n => Some(lo),
+            Some((_, lo)) => {
+                self.account(0, lo.len() * 8);
+                None
+            }
+            None => None,
+        };
+        if lo.is_none() && self.memory + n * 8 <= self.spill.budget {
+            self.account(n * 8, 0);
+            lo = Some(vec![0.0; n]);
+        }
+        let r = self.update(array, key, shape, section, |b| {
+            let (hi, x) = (&mut b.data, add);
+            match (&mut lo, x) {
+                (Some(lo), Addend::Block(x)) => {
+                    if x.len() != hi.len() {
+                        return Err(RuntimeError::new("internal: accumulate of another size"));
+                    }
+                    for ((h, l), &x) in hi.iter_mut().zip(lo.iter_mut()).zip(x) {
+                        compensated_add(h, l, x);
+                    }
+                }
+                (Some(lo), Addend::Scalar(v)) => {
+                    for (h, l) in hi.iter_mut().zip(lo.iter_mut()) {
+                        compensated_add(h, l, v);
+                    }
+                }
+                (None, Addend::Block(x)) => sial_superinstructions::axpy(hi, 1.0, x)?,
+                (None, Addend::Scalar(v)) => sial_superinstructions::add_scalar(hi, v),
+            }
+            Ok(())
+        });
+        if let Some(lo) = lo {
+            self.residuals.insert((array, key), (section, lo));
+        }
+        r
+    }
+
+    /// Forgets the low parts of sums of sections before `section` (every worker has left them).
+    pub fn end_sections_before(&mut self, section: u32) {
+        let mut freed = 0;
+        self.residuals.retain(|_, (s, lo)| {
+            let keep = *s >= section;
+            if !keep {
+                freed += lo.len() * 8;
+            }
+            keep
+        });
+        self.account(0, freed);
+    }
+
+    /// A block replaced or scaled: its running sum, if any, ends.
+    pub fn forget_residual(&mut self, array: u32, key: &BlockKey) {
+        if let Some((_, lo)) = self.residuals.remove(&(array, *key)) {
+            self.account(0, lo.len() * 8);
+        }
+    }
+
     /// Drops every block of an array and its file.
     pub fn remove_array(&mut self, array: u32) {
+        let mut freed = 0;
+        self.residuals.retain(|(a, _), (_, lo)| {
+            let keep = *a != array;
+            if !keep {
+                freed += lo.len() * 8;
+            }
+            keep
+        });
+        self.account(0, freed);
         let a = std::mem::take(&mut self.arrays[array as usize]);
         for (_, s) in a.blocks {
             if let Some(d) = s.data {

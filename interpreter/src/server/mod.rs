@@ -8,6 +8,7 @@ pub mod race;
 use crate::cluster::message::{Origin, Payload, ServerStats, ToServer, ToWorker};
 use crate::error::{Result, RuntimeError};
 use crate::store::{Block, BlockKey, block_text};
+use blocks::Addend;
 use blocks::{BlockStore, Spill};
 use race::{Access, Mode};
 use sial_compiler::bytecode::{ArrayKind, Program, PutOp};
@@ -120,12 +121,16 @@ impl<'p> Server<'p> {
                 payload,
             } => self.put(from, array, key, shape, op, payload)?,
             ToServer::Delete { array, .. } => self.store.remove_array(array),
-            ToServer::Sync { from } => reply(
-                from.worker as usize,
-                ToWorker::Synced {
-                    server: self.rank as u32,
-                },
-            )?,
+            ToServer::Sync { from } => {
+                // This worker is past the barrier that ended every earlier section.
+                self.store.end_sections_before(from.section);
+                reply(
+                    from.worker as usize,
+                    ToWorker::Synced {
+                        server: self.rank as u32,
+                    },
+                )?
+            }
             ToServer::SetPersistent { array, label, .. } => self.marks.push((array, label)),
             ToServer::RestorePersistent {
                 from, array, label, ..
@@ -307,23 +312,20 @@ impl<'p> Server<'p> {
             (PutOp::Accumulate, Payload::Block(data)) => {
                 let bytes = data.len() * 8;
                 self.store.receive(bytes, &|| text.clone()).map_err(at)?;
-                let r = self.store.update(array, key, &shape, section, |b| {
-                    k::axpy(&mut b.data, 1.0, &data)?;
-                    Ok(())
-                });
+                let r = self
+                    .store
+                    .accumulate(array, key, &shape, section, Addend::Block(&data));
                 drop(data);
                 self.store.received(bytes);
                 r.map_err(at)?;
             }
             (PutOp::Accumulate, Payload::Scalar(v)) => {
                 self.store
-                    .update(array, key, &shape, section, |b| {
-                        k::add_scalar(&mut b.data, v);
-                        Ok(())
-                    })
+                    .accumulate(array, key, &shape, section, Addend::Scalar(v))
                     .map_err(at)?;
             }
             (PutOp::Scale, Payload::Scalar(v)) => {
+                self.store.forget_residual(array, &key);
                 self.store
                     .update(array, key, &shape, section, |b| {
                         k::scale(&mut b.data, v);

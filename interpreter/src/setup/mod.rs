@@ -5,7 +5,9 @@
 //! * `.toml` — this project's own format (see `programs/README.md`), readable and writable by hand,
 //!   with large arrays kept in numpy `.npy` files beside it (module `toml_format`);
 //! * `.json` — ACES4's JSON setup format (SIAL-SPEC §9.3), so existing ACES4 jobs run unchanged
-//!   (module `json_format`).
+//!   (module `json_format`);
+//! * `.dat` — ACES4's binary setup format (SIAL-SPEC §9.2), the form of ACES4's own test jobs
+//!   (module `dat_format`).
 //!
 //! Command-line overrides (`--set name=value`, `--segments kind=e1,e2,...`) are applied on top with
 //! [`Setup::set`] and [`Setup::set_segments`], so a parameter study does not need a new file per run.
@@ -14,6 +16,7 @@
 //! how to fix it: setup files are written by people, and the runtime's own "missing predefined
 //! int" failure would come much later and without the file's name.
 
+mod dat_format;
 mod json_format;
 mod npy;
 mod toml_format;
@@ -27,6 +30,7 @@ use std::path::{Path, PathBuf};
 
 use thiserror::Error;
 
+pub use dat_format::encode as encode_dat;
 pub use npy::{read_npy_array, read_npy_int_array};
 
 /// A predefined array: shape and column-major data (first index fastest).
@@ -135,7 +139,7 @@ pub enum SetupError {
     },
     /// The setup file's extension names no known format.
     #[error(
-        "{}: unknown setup file format; use NAME.toml (sial's format) or NAME.json (ACES4's JSON format)",
+        "{}: unknown setup file format; use NAME.toml (sial's format), NAME.json or NAME.dat (ACES4's JSON and binary formats)",
         .path.display()
     )]
     UnknownFormat { path: PathBuf },
@@ -184,20 +188,25 @@ pub fn load(path: &Path, include_dirs: &[PathBuf]) -> Result<Setup, SetupError> 
         .extension()
         .and_then(|e| e.to_str())
         .map(str::to_ascii_lowercase);
+    let read_error = |source| SetupError::Read {
+        file: path.to_path_buf(),
+        source,
+    };
     let parse: fn(&Path, &str, &[PathBuf]) -> Result<Setup, SetupError> = match extension.as_deref()
     {
         Some("toml") => toml_format::parse,
         Some("json") => json_format::parse,
+        Some("dat") => {
+            let bytes = std::fs::read(path).map_err(read_error)?;
+            return dat_format::parse(path, &bytes, include_dirs);
+        }
         _ => {
             return Err(SetupError::UnknownFormat {
                 path: path.to_path_buf(),
             });
         }
     };
-    let text = std::fs::read_to_string(path).map_err(|source| SetupError::Read {
-        file: path.to_path_buf(),
-        source,
-    })?;
+    let text = std::fs::read_to_string(path).map_err(read_error)?;
     parse(path, &text, include_dirs)
 }
 

@@ -433,8 +433,8 @@ fn missing_npy_file_names_both_files() {
 #[test]
 fn unknown_extension_and_missing_file() {
     let dir = TempDir::new("ext");
-    let path = dir.write("setup.dat", "x");
-    assert_mentions(&load_err(&path), &["setup.dat", ".toml", ".json"]);
+    let path = dir.write("setup.txt", "x");
+    assert_mentions(&load_err(&path), &["setup.txt", ".toml", ".json", ".dat"]);
     let missing = dir.path().join("absent.toml");
     assert_mentions(&load_err(&missing), &["absent.toml", "cannot read"]);
 }
@@ -449,6 +449,128 @@ fn truncated_toml_never_panics() {
     }
     let path = dir.write("p.toml", text);
     assert!(load(&path, &[]).is_ok());
+}
+
+// ---------------------------------------------------------------------------------------------
+// ACES4 binary format (.dat)
+
+/// A setup with every section, as a `.dat` job would hold it.
+fn full_dat_setup(dir: &TempDir) -> Setup {
+    dir.write("scf.sialx", "");
+    dir.write("tran.sial", "");
+    let mut s = Setup {
+        programs: vec![dir.path().join("scf.sialx"), dir.path().join("tran.sial")],
+        ..Setup::default()
+    };
+    s.ints.insert("norb".into(), 3);
+    s.ints.insert("nshells".into(), 2);
+    s.scalars.insert("scf_conv".into(), 1e-10);
+    s.scalars.insert("damp".into(), 0.19999998807907104);
+    s.segments.insert("aoindex".into(), vec![11]);
+    s.segments.insert("moaindex".into(), vec![5, 6]);
+    s.arrays.insert(
+        "coords".into(),
+        ArrayData {
+            shape: vec![3, 2],
+            data: vec![0.0, -0.0, 1.6455, 0.0, 0.0, -0.0873],
+        },
+    );
+    s.arrays.insert(
+        "clp".into(),
+        ArrayData {
+            shape: vec![0],
+            data: vec![],
+        },
+    );
+    s.int_arrays.insert(
+        "end_nfps".into(),
+        IntArrayData {
+            shape: vec![3],
+            data: vec![2, 5, 11],
+        },
+    );
+    let mut conf = BTreeMap::new();
+    conf.insert("no_servers".to_string(), "f".to_string());
+    s.config.insert("scf".into(), conf);
+    s
+}
+
+#[test]
+fn dat_round_trip_keeps_every_section() {
+    let dir = TempDir::new("dat");
+    let setup = full_dat_setup(&dir);
+    let path = dir.write("job.dat", encode_dat(&setup));
+    let loaded = load(&path, &[]).unwrap();
+    assert_eq!(loaded, setup);
+}
+
+#[test]
+fn dat_every_truncation_is_an_error_naming_the_file() {
+    let dir = TempDir::new("dat-cut");
+    let bytes = encode_dat(&full_dat_setup(&dir));
+    for end in 0..bytes.len() {
+        let path = dir.write("cut.dat", &bytes[..end]);
+        let e = load_err(&path);
+        assert!(e.contains("cut.dat"), "{end}: {e}");
+    }
+    let mut longer = bytes.clone();
+    longer.extend_from_slice(&[0, 0, 0, 0]);
+    let path = dir.write("long.dat", &longer);
+    assert_mentions(
+        &load_err(&path),
+        &["long.dat", "4 bytes follow the last entry"],
+    );
+}
+
+#[test]
+fn dat_foreign_and_damaged_files() {
+    let dir = TempDir::new("dat-bad");
+    let path = dir.write("foreign.dat", "this is not an ACES4 setup file");
+    assert_mentions(&load_err(&path), &["foreign.dat", "incorrect magic number"]);
+    let mut bytes = encode_dat(&full_dat_setup(&dir));
+    bytes[4] = 2;
+    let path = dir.write("version.dat", &bytes);
+    assert_mentions(&load_err(&path), &["version.dat", "incorrect version 2"]);
+    // A huge program count cannot ask for memory: it does not fit in the file.
+    let mut bytes = encode_dat(&full_dat_setup(&dir));
+    bytes[8..12].copy_from_slice(&i32::MAX.to_le_bytes());
+    let path = dir.write("count.dat", &bytes);
+    assert_mentions(
+        &load_err(&path),
+        &["count.dat", "number of programs", "does not fit"],
+    );
+    // A negative array dimension.
+    let mut setup = full_dat_setup(&dir);
+    setup.arrays.clear();
+    let mut bytes = encode_dat(&setup);
+    let at = bytes.windows(9).position(|w| w == b"end_nfps\0").unwrap() + 9;
+    bytes[at + 8..at + 12].copy_from_slice(&(-3i32).to_le_bytes());
+    let path = dir.write("dims.dat", &bytes);
+    assert_mentions(&load_err(&path), &["dims.dat", "end_nfps"]);
+    // Every single-byte change is an error or a valid setup, never a panic.
+    let bytes = encode_dat(&full_dat_setup(&dir));
+    for i in 0..bytes.len() {
+        let mut damaged = bytes.clone();
+        damaged[i] ^= 0x5a;
+        let path = dir.write("flip.dat", &damaged);
+        let _ = load(&path, &[]);
+    }
+}
+
+#[test]
+fn dat_programs_are_found_as_sources_on_the_search_path() {
+    let dir = TempDir::new("dat-programs");
+    let inc = dir.path().join("qm");
+    let mut setup = Setup::default();
+    setup.programs.push(PathBuf::from("rccsd_rhf.siox"));
+    let path = dir.write("job.dat", encode_dat(&setup));
+    assert_mentions(
+        &load_err(&path),
+        &["rccsd_rhf.siox", "not found", "rccsd_rhf.sialx"],
+    );
+    dir.write("qm/rccsd_rhf.sialx", "");
+    let loaded = load(&path, std::slice::from_ref(&inc)).unwrap();
+    assert_eq!(loaded.programs, vec![inc.join("rccsd_rhf.sialx")]);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -9,8 +9,8 @@ use std::fmt::Write as _;
 use super::{Arg, Context, expect_args};
 use crate::print::fixed;
 
-/// Values `get_scratch_array_dummy` copies.
-const SCRATCH_VALUES: usize = 8;
+/// Values `get_scratch_array_dummy` copies (ACES4's scratch array has 32).
+const SCRATCH_VALUES: usize = 32;
 /// Most values the predefined-array helpers copy.
 const ARRAY_VALUES: usize = 32;
 /// The predefined int array `get_and_print_int_array_dummy` reads.
@@ -18,13 +18,13 @@ pub const INT_ARRAY_NAME: &str = "predef_int_array";
 /// The predefined scalar array `get_and_print_scalar_array_dummy` reads.
 pub const SCALAR_ARRAY_NAME: &str = "predef_scalar_array";
 
-/// `get_scratch_array_dummy` (w): takes a zeroed scratch array of 8 doubles, sets it to
-/// 1, 2, …, 8 and copies it into the first 8 elements of the block.
+/// `get_scratch_array_dummy` (w): takes a zeroed scratch array of 32 doubles, sets it to
+/// 1, 2, …, 32 and copies it into the first 32 elements of the block.
 pub fn get_scratch_array_dummy(_: &mut dyn Context, args: &mut [Arg]) -> Result<(), String> {
     expect_args(args, 1)?;
     let mut scratch = vec![0.0; SCRATCH_VALUES];
     for (i, s) in scratch.iter_mut().enumerate() {
-        // i < 8: exact.
+        // i < 32: exact.
         *s = (i + 1) as f64;
     }
     copy_into(&mut args[0], &scratch)
@@ -115,16 +115,15 @@ mod tests {
     #[test]
     fn scratch() {
         let mut ctx = Fake::new();
-        let mut args = [Arg::block("a", vec![1], vec![10], vec![0.0; 10])];
+        let mut args = [Arg::block("a", vec![1], vec![34], vec![0.0; 34])];
         get_scratch_array_dummy(&mut ctx, &mut args).expect("scratch");
-        assert_eq!(
-            args[0].data,
-            vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 0.0, 0.0]
-        );
-        let mut small = [Arg::block("a", vec![1], vec![4], vec![0.0; 4])];
+        let mut want: Vec<f64> = (1..=32).map(f64::from).collect();
+        want.extend([0.0, 0.0]);
+        assert_eq!(args[0].data, want);
+        let mut small = [Arg::block("a", vec![1], vec![8], vec![0.0; 8])];
         assert_eq!(
             get_scratch_array_dummy(&mut ctx, &mut small),
-            Err("block a[1] has 4 elements, 8 are needed".into())
+            Err("block a[1] has 8 elements, 32 are needed".into())
         );
     }
 

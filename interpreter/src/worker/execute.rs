@@ -268,10 +268,15 @@ impl Worker<'_> {
 
     /// A warning on stderr: `WARNING:  message at program:line` (SIAL-SPEC §7.15).
     pub(super) fn warn(&self, message: &str) {
+        self.warn_at(self.line, message);
+    }
+
+    /// A warning naming source line `line` rather than the current one.
+    pub(super) fn warn_at(&self, line: u32, message: &str) {
         if self.rank != 0 {
             return;
         }
-        eprintln!("WARNING:  {message} at {}:{}", self.program.name, self.line);
+        eprintln!("WARNING:  {message} at {}:{line}", self.program.name);
     }
 
     pub(super) fn restore(&mut self, object: Persistent, label: &str) -> Result<()> {
@@ -429,6 +434,14 @@ impl Context for Worker<'_> {
             | sial_compiler::bytecode::IndexKind::Sub => None,
             _ => Some(self.layout.offset(slot, 1, segment)),
         }
+    }
+
+    fn segment_extents(&self, kind: &str) -> Option<Vec<usize>> {
+        self.env.setup.segments.get(kind).cloned()
+    }
+
+    fn state(&mut self) -> &mut sial_superinstructions::special::State {
+        &mut self.special_state
     }
 
     fn declared_lower(&self, array: &str, dim: usize) -> Option<i32> {

@@ -153,8 +153,35 @@ impl Worker<'_> {
         } else {
             self.clear_indices(&frame.indices);
             self.loop_ended(&mut frame);
+            self.warn_iteration_limit(&frame);
             Ok(pc + 1)
         }
+    }
+
+    /// A `do` loop that has an `exit` and a predefined upper bound, and ran through all its
+    /// iterations, is an iteration that did not converge (`do kiter` up to `scf_iter` or
+    /// `cc_iter` in ACES4's programs, which leave through `exit` when converged): results may
+    /// be far from converged, and nothing else would say so.
+    fn warn_iteration_limit(&self, frame: &Frame) {
+        if frame.pardo || frame.indices.len() != 1 {
+            return;
+        }
+        let index = &self.program.indices[frame.indices[0].index()];
+        let sial_compiler::bytecode::Bound::Predefined(limit) = index.hi else {
+            return;
+        };
+        let has_exit = self.program.code[frame.start + 1..frame.end]
+            .iter()
+            .any(|ins| matches!(ins.op, Op::Exit { start } if start as usize == frame.start));
+        if !has_exit {
+            return;
+        }
+        let name = &self.program.ints[limit.index()].name;
+        let line = self.program.code[frame.start].loc.line;
+        self.warn_at(line, &format!(
+            "do {} ran all its iterations up to {name} = {} without leaving through exit: the iteration has not converged",
+            index.name, self.ints[limit.index()]
+        ));
     }
 
     pub(super) fn loop_exit(&mut self, start: usize) -> Result<usize> {

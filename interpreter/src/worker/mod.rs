@@ -76,6 +76,8 @@ pub struct Worker<'a> {
     pub(crate) marks: Vec<(Persistent, String)>,
     pub(crate) env: Env<'a>,
     pub(crate) all_rank_print: bool,
+    /// What specials keep between calls (their [`sial_superinstructions::special::State`]).
+    pub(crate) special_state: sial_superinstructions::special::State,
     pub(crate) line: u32,
     /// Per loop (start pc): whether its body has a barrier (prefetch spans stop there).
     pub(crate) barrier_loops: RefCell<HashMap<usize, bool>>,
@@ -192,6 +194,7 @@ impl<'a> Worker<'a> {
             marks: Vec::new(),
             env,
             all_rank_print: false,
+            special_state: Default::default(),
             line: 0,
             barrier_loops: RefCell::new(HashMap::new()),
             lines: Vec::new(),

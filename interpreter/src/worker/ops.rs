@@ -165,12 +165,21 @@ impl Worker<'_> {
             Op::SetPersistent { object, label } => {
                 let label = self.program.strings[label.index()].clone();
                 if let sial_compiler::bytecode::Persistent::Array(a) = object
-                    && self.marks.iter().any(|(o, _)| o == object)
+                    && let Some((_, first)) = self.marks.iter().find(|(o, _)| o == object)
                 {
-                    return Err(RuntimeError::program(format!(
-                        "duplicate save of array {} in same sial program (set_persistent marks it once)",
+                    // ACES4's servers refuse a second mark; its workers keep the first label
+                    // (rlambda_rhf marks its static `dipole` twice).
+                    if let Storage::Remote = self.storage[a.index()] {
+                        return Err(RuntimeError::program(format!(
+                            "duplicate save of array {} in same sial program (set_persistent marks it once)",
+                            self.array_name(*a)
+                        )));
+                    }
+                    self.warn(&format!(
+                        "{} is already marked persistent with label \"{first}\"; it is saved with that label, not \"{label}\"",
                         self.array_name(*a)
-                    )));
+                    ));
+                    return Ok(());
                 }
                 self.marks.push((*object, label.clone()));
                 if let sial_compiler::bytecode::Persistent::Array(a) = object

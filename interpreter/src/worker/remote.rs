@@ -42,6 +42,9 @@ struct Entry {
     /// Replies still on their way for requests made before the copy became stale (a put or an
     /// eviction while pending): dropped when they come, in order, from the one owner.
     discard: u32,
+    /// Written by this worker outside put (ACES4's worker-own copy, SIAL-SPEC §4.7): there is
+    /// no other copy of these values, so it is never evicted; it dies at the barrier.
+    own: bool,
 }
 
 impl Entry {
@@ -56,6 +59,7 @@ impl Entry {
             prefetched: false,
             unread: false,
             discard: 0,
+            own: false,
         }
     }
 
@@ -527,7 +531,7 @@ impl<'a> Net<'a> {
                 self.cache
                     .iter()
                     .filter(|(_, e)| {
-                        !e.active && !e.speculative && matches!(e.slot, Slot::Ready(_))
+                        !e.active && !e.speculative && !e.own && matches!(e.slot, Slot::Ready(_))
                     })
                     .min_by_key(|(_, e)| e.last_use)
                     .map(|(k, _)| *k)
@@ -601,6 +605,34 @@ impl<'a> Net<'a> {
                 _ => return Err(RuntimeError::new("internal: fetched block lost")),
             }
         }
+    }
+
+    /// A distributed or served block written outside put/prepare: as in ACES4, the worker's
+    /// own copy changes (replacing any fetched copy) and later reads and gets in this section
+    /// see it; it is never sent to a server and is dropped at the next barrier.
+    pub fn write_own(&mut self, w: &Wanted<'_>, block: Block) -> Result<()> {
+        if let Some(e) = self.cache.get_mut(&(w.array, w.key)) {
+            if !matches!(e.slot, Slot::Evicted) {
+                self.cached_bytes -= e.bytes;
+            }
+            Self::waste(&mut self.sites, e);
+            e.invalidate();
+        }
+        self.room_for_get(w)?;
+        self.clock += 1;
+        let e = self
+            .cache
+            .entry((w.array, w.key))
+            .or_insert_with(|| Entry::new(w.bytes, w.site, 0));
+        e.slot = Slot::Ready(Arc::new(block));
+        e.last_use = self.clock;
+        e.bytes = w.bytes;
+        e.speculative = false;
+        e.prefetched = false;
+        e.own = true;
+        self.cached_bytes += w.bytes;
+        self.stats.cache_peak_bytes = self.stats.cache_peak_bytes.max(self.cached_bytes as u64);
+        Ok(())
     }
 
     /// A block this worker put: its fetched copy (if any) is stale and is fetched again when

@@ -1,10 +1,10 @@
-//! A small in-memory [`Context`] for the unit tests of the specials.
+//! A small in-memory [`Context`] for the unit tests of libraries of specials.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use super::Context;
+use super::{Context, State};
 
 /// Records what specials print and switch; serves constants, scalars and arrays from maps.
 #[derive(Default)]
@@ -23,7 +23,14 @@ pub struct Fake {
     pub int_arrays: HashMap<String, (Vec<usize>, Vec<i64>)>,
     pub config: HashMap<String, String>,
     pub blocks: Vec<String>,
+    /// `global_offset` answers: (array, dimension, segment) -> element offset.
+    pub offsets: HashMap<(String, usize, i32), usize>,
+    /// `declared_lower` answers: (array, dimension) -> first segment.
+    pub lower: HashMap<(String, usize), i32>,
+    /// `segment_extents` answers: index kind -> extents.
+    pub segments: HashMap<String, Vec<usize>>,
     pub dir: PathBuf,
+    pub state: State,
     /// Removes `dir` when the fake goes away (a field, so that `Fake { .., ..Fake::new() }` works).
     pub _cleanup: Option<Cleanup>,
 }
@@ -114,8 +121,23 @@ impl Context for Fake {
     fn work_dir(&self) -> PathBuf {
         self.dir.clone()
     }
+    fn global_offset(&self, array: &str, dim: usize, segment: i32) -> Option<usize> {
+        self.offsets
+            .get(&(array.to_string(), dim, segment))
+            .copied()
+    }
+    fn declared_lower(&self, array: &str, dim: usize) -> Option<i32> {
+        self.lower.get(&(array.to_string(), dim)).copied()
+    }
+    fn segment_extents(&self, kind: &str) -> Option<Vec<usize>> {
+        self.segments.get(kind).cloned()
+    }
+    fn state(&mut self) -> &mut State {
+        &mut self.state
+    }
 }
 
+#[cfg(test)]
 #[test]
 fn default_print_all_ranks_goes_through_print() {
     struct Minimal(String);
@@ -160,6 +182,9 @@ fn default_print_all_ranks_goes_through_print() {
         }
         fn work_dir(&self) -> PathBuf {
             PathBuf::new()
+        }
+        fn state(&mut self) -> &mut State {
+            unreachable!("not used by this test")
         }
     }
     let mut m = Minimal(String::new());

@@ -1,0 +1,367 @@
+//! Shell-pair and shell-quartet integral batches in ACES4's layout, from the `integral` crate.
+//!
+//! A batch covers all AOs of the shells involved, column-major (first shell's AO fastest), with
+//! each shell's AOs in ACES4's order (contracted function slow, component fast). The crate
+//! works on Cartesian shells with x^l-type normalisation and row-major blocks; the batch is
+//! assembled from one crate block per combination of contracted functions, transformed to
+//! ACES4's functions with the shells' matrices and scattered into place.
+
+use std::collections::HashMap;
+use std::ops::Range;
+
+use integral::engine::os::{self, Prim};
+
+use super::basis::{BasisSet, Shell};
+
+/// A one-electron operator.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum OneElectron<'a> {
+    Overlap,
+    /// −½∇².
+    Kinetic,
+    /// Σ_C −Z_C / |r − C| over the given point charges.
+    Nuclear(&'a [([f64; 3], f64)]),
+    /// x, y and z about the coordinate origin: three batches.
+    Dipole,
+}
+
+impl OneElectron<'_> {
+    /// Number of batches the operator produces.
+    fn outputs(&self) -> usize {
+        match self {
+            OneElectron::Dipole => 3,
+            _ => 1,
+        }
+    }
+
+    /// Adds `scale` times the primitive-pair integrals to the row-major Cartesian blocks.
+    fn accumulate(&self, a: Prim, b: Prim, scale: f64, out: &mut [Vec<f64>]) {
+        match (self, out) {
+            (OneElectron::Overlap, [o]) => os::overlap_into(a, b, scale, o),
+            (OneElectron::Kinetic, [o]) => os::kinetic_into(a, b, scale, o),
+            (OneElectron::Nuclear(charges), [o]) => os::nuclear_into(a, b, charges, scale, o),
+            (OneElectron::Dipole, [x, y, z]) => {
+                os::dipole_into(a, b, [0.0; 3], scale, x, y, z);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The primitives of a crate shell with their effective coefficients (contraction coefficient
+/// times the crate's x^l normalisation).
+fn primitives(s: &integral::Shell) -> impl Iterator<Item = (Prim, f64)> + '_ {
+    (0..s.n_prim()).map(move |i| {
+        (
+            Prim::new(s.exponents()[i], s.center(), s.l()),
+            s.primitive_coeff(i),
+        )
+    })
+}
+
+/// The batch(es) ⟨m|op|n⟩ of shells `m` and `n`: one column-major `m.len()` × `n.len()` matrix
+/// per output of `op`.
+pub(crate) fn pair(basis: &BasisSet, op: OneElectron<'_>, m: &Shell, n: &Shell) -> Vec<Vec<f64>> {
+    let (rows, cols) = (m.len(), n.len());
+    let mut out = vec![vec![0.0; rows * cols]; op.outputs()];
+    let (nm, nn) = (m.n_cart(), n.n_cart());
+    for (km, sm) in basis.subshells(m).iter().enumerate() {
+        for (kn, sn) in basis.subshells(n).iter().enumerate() {
+            let mut cart = vec![vec![0.0; nm * nn]; op.outputs()];
+            for (a, ca) in primitives(sm) {
+                for (b, cb) in primitives(sn) {
+                    op.accumulate(a, b, ca * cb, &mut cart);
+                }
+            }
+            for (o, block) in out.iter_mut().zip(cart) {
+                let f = transform(block, &[nm, nn], &[m, n]);
+                for i in 0..m.components {
+                    for j in 0..n.components {
+                        let row = km * m.components + i;
+                        let col = kn * n.components + j;
+                        o[row + rows * col] = f[i * n.components + j];
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The electron-repulsion batch (ab|cd) of the shell quartet `q` into `out` (resized to fit):
+/// element (a, b, c, d), with a, b, c, d the AOs of the four shells counted from each shell's
+/// first, is `out[a + na·(b + nb·(c + nc·d))]`.
+pub(crate) fn quartet(basis: &BasisSet, q: [&Shell; 4], out: &mut Vec<f64>) {
+    let len = [q[0].len(), q[1].len(), q[2].len(), q[3].len()];
+    out.clear();
+    out.resize(len.iter().product(), 0.0);
+    let cart = q.map(Shell::n_cart);
+    let comps = q.map(|s| s.components);
+    for k0 in 0..q[0].contractions {
+        for k1 in 0..q[1].contractions {
+            for k2 in 0..q[2].contractions {
+                for k3 in 0..q[3].contractions {
+                    let block = basis.engine.eri_block(
+                        q[0].sub + k0,
+                        q[1].sub + k1,
+                        q[2].sub + k2,
+                        q[3].sub + k3,
+                    );
+                    debug_assert_eq!(block.len(), cart.iter().product::<usize>());
+                    let f = transform(block, &cart, &q);
+                    let first = [k0 * comps[0], k1 * comps[1], k2 * comps[2], k3 * comps[3]];
+                    scatter4(&f, comps, first, len, out);
+                }
+            }
+        }
+    }
+}
+
+/// Shell quartets of one call, each distinct one computed once: (mn|rs), (nm|rs), (mn|sr),
+/// (rs|mn), … are the same integrals, so when a block's dimensions share shells (the whole AO
+/// block of a single-segment job, diagonal blocks) the batch of the canonical ordering is kept
+/// for the rest of the call and permuted into place, which saves up to 8 engine evaluations.
+/// Blocks whose dimensions share no shell keep nothing.
+pub(crate) struct Quartets<'a> {
+    basis: &'a BasisSet,
+    cache: Option<HashMap<[usize; 4], Vec<f64>>>,
+}
+
+impl<'a> Quartets<'a> {
+    /// A source of batches for quartets of shells from `ranges` (one per dimension).
+    pub(crate) fn new(basis: &'a BasisSet, ranges: [Range<usize>; 4]) -> Quartets<'a> {
+        let overlap = |a: &Range<usize>, b: &Range<usize>| a.start < b.end && b.start < a.end;
+        let shared = (0..4).any(|i| (i + 1..4).any(|j| overlap(&ranges[i], &ranges[j])));
+        Quartets {
+            basis,
+            cache: shared.then(HashMap::new),
+        }
+    }
+
+    /// The batch of shells `q` (indices into the basis) into `out`, as [`quartet`] lays it out.
+    pub(crate) fn batch(&mut self, q: [usize; 4], out: &mut Vec<f64>) {
+        let shells = q.map(|s| &self.basis.shells[s]);
+        let Some(cache) = &mut self.cache else {
+            quartet(self.basis, shells, out);
+            return;
+        };
+        let (canonical, from) = canonical(q);
+        let source = cache.entry(canonical).or_insert_with(|| {
+            let mut batch = Vec::new();
+            quartet(
+                self.basis,
+                canonical.map(|s| &self.basis.shells[s]),
+                &mut batch,
+            );
+            batch
+        });
+        let len = shells.map(Shell::len);
+        let clen = canonical.map(|s| self.basis.shells[s].len());
+        let cstride = [1, clen[0], clen[0] * clen[1], clen[0] * clen[1] * clen[2]];
+        let stride = from.map(|axis| cstride[axis]);
+        out.clear();
+        out.reserve(len.iter().product());
+        for d in 0..len[3] {
+            for c in 0..len[2] {
+                for b in 0..len[1] {
+                    let base = b * stride[1] + c * stride[2] + d * stride[3];
+                    out.extend((0..len[0]).map(|a| source[base + a * stride[0]]));
+                }
+            }
+        }
+    }
+}
+
+/// The canonical ordering of a shell quartet under the 8 permutational symmetries (bra shells
+/// descending, ket shells descending, bra ≥ ket) and, for each position of `q`, the position
+/// of the same shell in the canonical quartet.
+fn canonical(q: [usize; 4]) -> ([usize; 4], [usize; 4]) {
+    let bra = if q[0] >= q[1] { [0, 1] } else { [1, 0] };
+    let ket = if q[2] >= q[3] { [2, 3] } else { [3, 2] };
+    let key = |p: [usize; 2]| (q[p[0]], q[p[1]]);
+    let (first, second) = if key(bra) >= key(ket) {
+        (bra, ket)
+    } else {
+        (ket, bra)
+    };
+    let order = [first[0], first[1], second[0], second[1]];
+    let mut from = [0; 4];
+    for (j, &i) in order.iter().enumerate() {
+        from[i] = j;
+    }
+    (order.map(|i| q[i]), from)
+}
+
+/// Puts the row-major function block `f` (dims `comps`) into the column-major quartet batch
+/// `out` (dims `len`) starting at AO `first` of each shell.
+fn scatter4(f: &[f64], comps: [usize; 4], first: [usize; 4], len: [usize; 4], out: &mut [f64]) {
+    let mut p = 0;
+    for a in 0..comps[0] {
+        for b in 0..comps[1] {
+            for c in 0..comps[2] {
+                let base = (first[0] + a)
+                    + len[0] * ((first[1] + b) + len[1] * (first[2] + c + len[2] * first[3]));
+                let stride = len[0] * len[1] * len[2];
+                for d in 0..comps[3] {
+                    out[base + stride * d] = f[p];
+                    p += 1;
+                }
+            }
+        }
+    }
+}
+
+/// Applies each shell's transform to its axis of the row-major block `block` (dims `dims`, the
+/// shells' Cartesian component counts) and returns the row-major block over ACES4's functions.
+fn transform(mut block: Vec<f64>, dims: &[usize], shells: &[&Shell]) -> Vec<f64> {
+    let mut dims = dims.to_vec();
+    for (axis, shell) in shells.iter().enumerate() {
+        if let Some(t) = &shell.transform {
+            block = transform_axis(&block, &dims, axis, t, shell.components);
+            dims[axis] = shell.components;
+        }
+    }
+    block
+}
+
+/// `out[.., p, ..] = Σ_k t[p, k] · block[.., k, ..]` along `axis` of a row-major array; `t` is
+/// row-major `rows` × `dims[axis]`.
+fn transform_axis(block: &[f64], dims: &[usize], axis: usize, t: &[f64], rows: usize) -> Vec<f64> {
+    let outer: usize = dims[..axis].iter().product();
+    let inner: usize = dims[axis + 1..].iter().product();
+    let n = dims[axis];
+    let mut out = vec![0.0; outer * rows * inner];
+    for o in 0..outer {
+        for p in 0..rows {
+            let dst = &mut out[(o * rows + p) * inner..(o * rows + p + 1) * inner];
+            for k in 0..n {
+                let c = t[p * n + k];
+                if c == 0.0 {
+                    continue;
+                }
+                let src = &block[(o * n + k) * inner..(o * n + k + 1) * inner];
+                for (d, s) in dst.iter_mut().zip(src) {
+                    *d += c * s;
+                }
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testdata::{Case, max_diff};
+    use super::*;
+
+    /// Whole matrices of an operator, shell pair by shell pair (column-major).
+    fn matrix(basis: &BasisSet, op: OneElectron<'_>, output: usize) -> Vec<f64> {
+        let n = basis.nao;
+        let mut full = vec![0.0; n * n];
+        for m in &basis.shells {
+            for s in &basis.shells {
+                let b = &pair(basis, op, m, s)[output];
+                for j in 0..s.len() {
+                    for i in 0..m.len() {
+                        full[m.first + i + n * (s.first + j)] = b[i + m.len() * j];
+                    }
+                }
+            }
+        }
+        full
+    }
+
+    #[test]
+    fn one_electron_matrices_match_pyscf() {
+        for name in [
+            "hf_321g",
+            "water_321g",
+            "ne_ccpvdz",
+            "synthetic_spherical",
+            "synthetic_cartesian",
+        ] {
+            let case = Case::load(name);
+            let basis = BasisSet::from_setup(&case.context()).expect("basis");
+            let charges = basis.nuclei.point_charges();
+            let s = matrix(&basis, OneElectron::Overlap, 0);
+            assert!(max_diff(&s, &case.reals("S")) < 1e-13, "{name} S");
+            let t = matrix(&basis, OneElectron::Kinetic, 0);
+            let v = matrix(&basis, OneElectron::Nuclear(&charges), 0);
+            let h: Vec<f64> = t.iter().zip(&v).map(|(a, b)| a + b).collect();
+            let e = max_diff(&h, &case.reals("H"));
+            assert!(e < 1e-11, "{name} H off by {e}");
+            for (k, d) in ["DX", "DY", "DZ"].iter().enumerate() {
+                let m = matrix(&basis, OneElectron::Dipole, k);
+                assert!(max_diff(&m, &case.reals(d)) < 1e-13, "{name} {d}");
+            }
+        }
+    }
+
+    #[test]
+    fn permuted_quartets_equal_computed_ones() {
+        let case = Case::load("synthetic_spherical");
+        let basis = BasisSet::from_setup(&case.context()).expect("basis");
+        assert_eq!(canonical([1, 3, 2, 0]), ([3, 1, 2, 0], [1, 0, 2, 3]));
+        assert_eq!(canonical([0, 2, 3, 1]), ([3, 1, 2, 0], [3, 2, 0, 1]));
+        assert_eq!(canonical([3, 1, 2, 0]), ([3, 1, 2, 0], [0, 1, 2, 3]));
+        let all = 0..basis.shells.len();
+        let mut cached = Quartets::new(&basis, [0..5, 0..5, 0..5, 0..5]);
+        assert!(cached.cache.is_some());
+        assert!(
+            Quartets::new(&basis, [0..1, 1..2, 2..3, 3..5])
+                .cache
+                .is_none()
+        );
+        let (mut got, mut want) = (Vec::new(), Vec::new());
+        for q in [
+            [4, 2, 1, 2],
+            [2, 4, 2, 1],
+            [1, 2, 4, 2],
+            [2, 1, 2, 4],
+            [0, 2, 2, 4],
+        ] {
+            assert!(q.iter().all(|s| all.contains(s)));
+            cached.batch(q, &mut got);
+            quartet(&basis, q.map(|s| &basis.shells[s]), &mut want);
+            assert!(max_diff(&got, &want) < 1e-13, "{q:?}");
+        }
+    }
+
+    #[test]
+    fn eri_samples_match_pyscf() {
+        for name in [
+            "hf_321g",
+            "water_321g",
+            "ne_ccpvdz",
+            "synthetic_spherical",
+            "synthetic_cartesian",
+        ] {
+            let case = Case::load(name);
+            let basis = BasisSet::from_setup(&case.context()).expect("basis");
+            let shell_of = |ao: usize| {
+                basis
+                    .shells
+                    .iter()
+                    .find(|s| s.first <= ao && ao < s.end())
+                    .expect("shell")
+            };
+            let mut batches = std::collections::HashMap::new();
+            let mut worst: f64 = 0.0;
+            for (ijkl, want) in case.eri_samples() {
+                let q = ijkl.map(shell_of);
+                let batch = batches.entry(q.map(|s| s.first)).or_insert_with(|| {
+                    let mut batch = Vec::new();
+                    quartet(&basis, q, &mut batch);
+                    batch
+                });
+                let l = q.map(Shell::len);
+                let x = ijkl[0] - q[0].first
+                    + l[0]
+                        * (ijkl[1] - q[1].first
+                            + l[1] * (ijkl[2] - q[2].first + l[2] * (ijkl[3] - q[3].first)));
+                worst = worst.max((batch[x] - want).abs());
+            }
+            assert!(worst < 1e-12, "{name}: ERIs off by {worst}");
+        }
+    }
+}

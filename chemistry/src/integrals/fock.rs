@@ -1,0 +1,426 @@
+//! The SCF Fock-build specials `compute_ubatch1/2/4/6/7/8` (wrruu):
+//! `execute compute_ubatchK aoint[mu,nu,lambda,sigma] Da Db Fa Fb`.
+//!
+//! ACES4's SCF programs (PROC FOCK_MATRIX_FAST) visit one representative block of every orbit
+//! of AO segment quartets under the 8-fold permutational symmetry, in eight PARDOs, and call
+//! the special of the block's class. For every element (a, b, c, d) of the block, I = (ab|cd),
+//! the special adds I's contributions from the images of the element that no other visited
+//! element stands for, so that the eight classes together give
+//!
+//! ```text
+//! Fa += J[Da+Db] − K[Da],  Fb += J[Da+Db] − K[Db],
+//! J[D](μ,ν) = Σ (μν|λσ) D(λ,σ),  K[D](μ,ν) = Σ (μλ|νσ) D(λ,σ).
+//! ```
+//!
+//! Each special must add exactly its own class's share (the accumulators are summed over all
+//! calls and workers afterwards), so the formulas are ACES4's per class, with ACES4's choice of
+//! density elements (see /work/notes/integrals_2e.md §3.4). The densities and Fock matrices are
+//! whole nao × nao arrays indexed by absolute AO numbers. The block comes back zero, except for
+//! ubatch6, which also returns the integrals (mp2_rhf_disc relies on it).
+
+use sial_superinstructions::special::{Arg, Context};
+
+use super::two_electron::{for_each_element, for_each_quartet};
+use super::with_basis;
+use super::{basis::BasisSet, blocks::spans};
+use crate::args;
+
+/// The symmetry classes, by the images each block element stands for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Class {
+    /// ubatch1 and ubatch4: segment quartets with 8 distinct images.
+    EightFold,
+    /// ubatch2, (MM|LS) with L < S: (ab|cd), (ab|dc), (cd|ab), (dc|ab).
+    SameBra,
+    /// ubatch8, (MN|MN) with M < N: (ab|cd), (ba|cd), (ab|dc), (ba|dc).
+    PairPair,
+    /// ubatch7, (MM|LL) with M < L: (ab|cd), (cd|ab).
+    BraKet,
+    /// ubatch6, (MM|MM): the element itself.
+    OneFold,
+}
+
+/// The densities and Fock matrices of one call, all n × n column-major.
+struct Matrices<'a> {
+    n: usize,
+    /// Da + Db.
+    total: Vec<f64>,
+    d: [&'a [f64]; 2],
+    f: [&'a mut [f64]; 2],
+}
+
+impl Matrices<'_> {
+    fn at(&self, p: usize, q: usize) -> usize {
+        p + self.n * q
+    }
+
+    /// Coulomb: both Fock matrices get `factor·Dt(r,s)·I` at each of `targets`.
+    fn coulomb(&mut self, targets: &[(usize, usize)], (r, s): (usize, usize), factor: f64, i: f64) {
+        let v = factor * self.total[self.at(r, s)] * i;
+        for &(p, q) in targets {
+            let x = self.at(p, q);
+            self.f[0][x] += v;
+            self.f[1][x] += v;
+        }
+    }
+
+    /// Exchange: each Fock matrix X gets `−DX(r,s)·I` at each of `targets`.
+    fn exchange(&mut self, targets: &[(usize, usize)], (r, s): (usize, usize), i: f64) {
+        let y = self.at(r, s);
+        for spin in 0..2 {
+            let v = self.d[spin][y] * i;
+            for &(p, q) in targets {
+                let x = self.at(p, q);
+                self.f[spin][x] -= v;
+            }
+        }
+    }
+
+    /// Adds the contributions of element (a, b, c, d) = I of a block of class `class`.
+    fn add(&mut self, class: Class, [a, b, c, d]: [usize; 4], i: f64) {
+        match class {
+            Class::EightFold => {
+                self.coulomb(&[(a, b), (b, a)], (c, d), 2.0, i);
+                self.coulomb(&[(c, d), (d, c)], (a, b), 2.0, i);
+                self.exchange(&[(a, c), (c, a)], (b, d), i);
+                self.exchange(&[(a, d), (d, a)], (b, c), i);
+                self.exchange(&[(b, c), (c, b)], (a, d), i);
+                self.exchange(&[(b, d), (d, b)], (a, c), i);
+            }
+            Class::SameBra => {
+                self.coulomb(&[(a, b)], (c, d), 2.0, i);
+                self.coulomb(&[(c, d), (d, c)], (a, b), 1.0, i);
+                self.exchange(&[(a, c), (c, a)], (b, d), i);
+                self.exchange(&[(a, d), (d, a)], (b, c), i);
+            }
+            Class::PairPair => {
+                self.coulomb(&[(a, b), (b, a)], (c, d), 2.0, i);
+                self.exchange(&[(a, c)], (b, d), i);
+                self.exchange(&[(a, d)], (b, c), i);
+                self.exchange(&[(b, c)], (a, d), i);
+                self.exchange(&[(b, d)], (a, c), i);
+            }
+            Class::BraKet => {
+                self.coulomb(&[(a, b)], (c, d), 1.0, i);
+                self.coulomb(&[(c, d)], (a, b), 1.0, i);
+                self.exchange(&[(a, c), (c, a)], (b, d), i);
+            }
+            Class::OneFold => {
+                self.coulomb(&[(a, b)], (c, d), 1.0, i);
+                self.exchange(&[(a, c)], (b, d), i);
+            }
+        }
+    }
+}
+
+/// Checks that argument `k` is a whole n × n matrix.
+fn full_matrix(arg: &Arg, k: usize, n: usize) -> Result<(), String> {
+    let (r, c) = args::matrix(arg, k)?;
+    if (r, c) != (n, n) || arg.data.len() != n * n {
+        return Err(format!(
+            "argument {} ({}) is {r} x {c}: it must be the whole AO x AO matrix ({n} x {n})",
+            k + 1,
+            arg.describe()
+        ));
+    }
+    Ok(())
+}
+
+/// The body shared by the six specials.
+fn fock_build(ctx: &mut dyn Context, args: &mut [Arg], class: Class) -> Result<(), String> {
+    let [aoint, da, db, fa, fb] = args::exactly::<5>(
+        args,
+        "aoint[mu,nu,lambda,sigma], the alpha and beta densities, the alpha and beta Fock matrices",
+    )?;
+    with_basis(ctx, |ctx, basis: &BasisSet| {
+        let s = spans(ctx, basis, aoint, 0, 4)?;
+        let n = basis.nao;
+        for (k, m) in [(1, &*da), (2, &*db), (3, &*fa), (4, &*fb)] {
+            full_matrix(m, k, n)?;
+        }
+        let total = da.data.iter().zip(&db.data).map(|(x, y)| x + y).collect();
+        let mut m = Matrices {
+            n,
+            total,
+            d: [&da.data, &db.data],
+            f: [&mut fa.data, &mut fb.data],
+        };
+        let offsets: Vec<usize> = s.iter().map(|s| s.offset).collect();
+        let shape = aoint.shape.clone();
+        aoint.data.fill(0.0);
+        let keep = class == Class::OneFold;
+        for_each_quartet(basis, &s, |q, batch, local| {
+            for_each_element(q, batch, local, |a, b, c, d, v| {
+                let ao = [
+                    a + offsets[0],
+                    b + offsets[1],
+                    c + offsets[2],
+                    d + offsets[3],
+                ];
+                m.add(class, ao, v);
+                if keep {
+                    aoint.data[a + shape[0] * (b + shape[1] * (c + shape[2] * d))] = v;
+                }
+            });
+        });
+        Ok(())
+    })
+}
+
+/// `compute_ubatch1` (wrruu): Fock contributions of a block of class (MN|LS) with all four
+/// segment pairs distinct (8 images per element). The block comes back zero.
+pub fn compute_ubatch1(ctx: &mut dyn Context, args: &mut [Arg]) -> Result<(), String> {
+    fock_build(ctx, args, Class::EightFold)
+}
+
+/// `compute_ubatch2` (wrruu): Fock contributions of a block (MM|LS), L < S. Zero block.
+pub fn compute_ubatch2(ctx: &mut dyn Context, args: &mut [Arg]) -> Result<(), String> {
+    fock_build(ctx, args, Class::SameBra)
+}
+
+/// `compute_ubatch4` (wrruu): as ubatch1, for the classes (MN|MS), (MN|NS), (MN|LN) with
+/// M < N < S (M < L < N), which also have 8 images per element. Zero block.
+pub fn compute_ubatch4(ctx: &mut dyn Context, args: &mut [Arg]) -> Result<(), String> {
+    fock_build(ctx, args, Class::EightFold)
+}
+
+/// `compute_ubatch6` (wrruu): Fock contributions of a block (MM|MM) (one image per element:
+/// the plain J − K rule, which is the whole Fock build when there is a single AO segment); the
+/// block comes back holding the integrals.
+pub fn compute_ubatch6(ctx: &mut dyn Context, args: &mut [Arg]) -> Result<(), String> {
+    fock_build(ctx, args, Class::OneFold)
+}
+
+/// `compute_ubatch7` (wrruu): Fock contributions of a block (MM|LL), M < L. Zero block.
+pub fn compute_ubatch7(ctx: &mut dyn Context, args: &mut [Arg]) -> Result<(), String> {
+    fock_build(ctx, args, Class::BraKet)
+}
+
+/// `compute_ubatch8` (wrruu): Fock contributions of a block (MN|MN), M < N. Zero block.
+pub fn compute_ubatch8(ctx: &mut dyn Context, args: &mut [Arg]) -> Result<(), String> {
+    fock_build(ctx, args, Class::PairPair)
+}
+
+/// `J[Dt]` and `K[Da]`, `K[Db]` over a whole (small) basis — the Fock build of ACES4's atomic guess,
+/// which has no SIAL blocks. Each canonical shell quartet (m ≥ n, r ≥ s, mn ≥ rs) is computed
+/// once and every element contributes through its 8 permutational images, weighted by 1/2 for
+/// each coincidence (m = n, r = s, mn = rs) so that every AO quadruple counts once.
+pub(crate) fn coulomb_exchange(
+    basis: &BasisSet,
+    dt: &[f64],
+    d: [&[f64]; 2],
+) -> (Vec<f64>, [Vec<f64>; 2]) {
+    let n = basis.nao;
+    let mut j = vec![0.0; n * n];
+    let mut k = [vec![0.0; n * n], vec![0.0; n * n]];
+    let ns = basis.shells.len();
+    let mut batch = Vec::new();
+    for m in 0..ns {
+        for nn in 0..=m {
+            for r in 0..=m {
+                let top = if r == m { nn } else { r };
+                for s in 0..=top {
+                    let q = [m, nn, r, s].map(|i| &basis.shells[i]);
+                    super::engine::quartet(basis, q, &mut batch);
+                    let mut w = 1.0;
+                    for same in [m == nn, r == s, (m, nn) == (r, s)] {
+                        if same {
+                            w *= 0.5;
+                        }
+                    }
+                    let start = q.map(|s| s.first);
+                    for_each_element(q, &batch, start, |a, b, c, e, v| {
+                        let v = w * v;
+                        for (p, qq, rr, ss) in [
+                            (a, b, c, e),
+                            (b, a, c, e),
+                            (a, b, e, c),
+                            (b, a, e, c),
+                            (c, e, a, b),
+                            (e, c, a, b),
+                            (c, e, b, a),
+                            (e, c, b, a),
+                        ] {
+                            j[p + n * qq] += v * dt[rr + n * ss];
+                            for (kx, dx) in k.iter_mut().zip(d) {
+                                kx[p + n * rr] += v * dx[qq + n * ss];
+                            }
+                        }
+                    });
+                }
+            }
+        }
+    }
+    (j, k)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testdata::{Case, ao_block, max_diff, place};
+    use super::*;
+    use sial_superinstructions::special::SpecialFn;
+    use sial_superinstructions::special::fake::Fake;
+
+    /// The special ACES4's FOCK_MATRIX_FAST calls for segment quartet (M, N, L, S), in the
+    /// order of its eight PARDOs (their WHERE clauses), or None for a quartet no PARDO visits.
+    fn class_of(m: i32, n: i32, l: i32, s: i32) -> Option<(SpecialFn, bool)> {
+        if m < n && l < s && m < l && n != s && n != l && m != s {
+            Some((compute_ubatch1, false))
+        } else if m == n && l < s {
+            Some((compute_ubatch2, false))
+        } else if (n < s && m < n && l < s && m == l)
+            || (m < n && l < s && m < s && n == l)
+            || (m < n && l < s && m < l && n == s)
+        {
+            Some((compute_ubatch4, false))
+        } else if m < n && l < s && n == s && m == l {
+            Some((compute_ubatch8, false))
+        } else if m < l && m == n && l == s {
+            Some((compute_ubatch7, false))
+        } else if m == n && n == l && l == s {
+            Some((compute_ubatch6, true))
+        } else {
+            None
+        }
+    }
+
+    fn whole(name: &str, data: Vec<f64>, n: usize) -> Arg {
+        Arg::whole_array(name, vec![n, n], data)
+    }
+
+    /// Runs ACES4's Fock build over the case's AO segments and compares the two accumulated
+    /// Fock matrices with PySCF's J[Da+Db] − K[Da], J[Da+Db] − K[Db].
+    fn fock_matches(name: &str, segments: &[usize]) {
+        let case = Case::load(name);
+        let mut ctx = case.context();
+        place(&mut ctx, "aoint", 4, segments);
+        let n: usize = segments.iter().sum();
+        let mut args = vec![
+            ao_block("aoint", &[1, 1, 1, 1], segments),
+            whole("oed_kin", case.reals("Da"), n),
+            whole("oed_ovl", case.reals("Db"), n),
+            whole("fockrohf_a", vec![0.0; n * n], n),
+            whole("fockrohf_b", vec![0.0; n * n], n),
+        ];
+        let k = segments.len() as i32;
+        let mut calls = 0;
+        for m in 1..=k {
+            for nn in 1..=k {
+                for l in 1..=k {
+                    for s in 1..=k {
+                        let Some((special, returns_integrals)) = class_of(m, nn, l, s) else {
+                            continue;
+                        };
+                        args[0] = ao_block("aoint", &[m, nn, l, s], segments);
+                        special(&mut ctx, &mut args).expect("fock build");
+                        if !returns_integrals {
+                            assert!(args[0].data.iter().all(|v| *v == 0.0));
+                        }
+                        calls += 1;
+                    }
+                }
+            }
+        }
+        // One representative per orbit of the 8-fold symmetry.
+        let pairs = k * (k + 1) / 2;
+        assert_eq!(calls, pairs * (pairs + 1) / 2, "{name}");
+        let e = max_diff(&args[3].data, &case.reals("Fa"));
+        assert!(e < 1e-12, "{name} Fa off by {e}");
+        let e = max_diff(&args[4].data, &case.reals("Fb"));
+        assert!(e < 1e-12, "{name} Fb off by {e}");
+    }
+
+    #[test]
+    fn classes_sum_to_j_minus_k_over_three_segments() {
+        fock_matches("water_321g", &[3, 6, 4]);
+        fock_matches("hf_321g", &[2, 3, 6]);
+    }
+
+    #[test]
+    fn one_segment_is_a_single_ubatch6() {
+        fock_matches("water_321g", &[13]);
+        fock_matches("ne_ccpvdz", &[14]);
+    }
+
+    #[test]
+    fn direct_coulomb_exchange_matches_pyscf() {
+        for name in ["water_321g", "synthetic_spherical"] {
+            let case = Case::load(name);
+            let basis = BasisSet::from_setup(&case.context()).expect("basis");
+            let (da, db) = (case.reals("Da"), case.reals("Db"));
+            let dt: Vec<f64> = da.iter().zip(&db).map(|(x, y)| x + y).collect();
+            let (j, [ka, kb]) = coulomb_exchange(&basis, &dt, [&da, &db]);
+            let fa: Vec<f64> = j.iter().zip(&ka).map(|(x, y)| x - y).collect();
+            let fb: Vec<f64> = j.iter().zip(&kb).map(|(x, y)| x - y).collect();
+            assert!(max_diff(&fa, &case.reals("Fa")) < 1e-11, "{name}");
+            assert!(max_diff(&fb, &case.reals("Fb")) < 1e-11, "{name}");
+        }
+    }
+
+    #[test]
+    fn ubatch6_returns_the_integrals_and_adds() {
+        let case = Case::load("hf_321g");
+        let mut ctx = case.context();
+        place(&mut ctx, "aoint", 4, &[11]);
+        let fa0: Vec<f64> = (0..121).map(|x| x as f64).collect();
+        let mut args = vec![
+            ao_block("aoint", &[1, 1, 1, 1], &[11]),
+            whole("da", case.reals("Da"), 11),
+            whole("db", case.reals("Db"), 11),
+            whole("fa", fa0.clone(), 11),
+            whole("fb", vec![0.0; 121], 11),
+        ];
+        compute_ubatch6(&mut ctx, &mut args).expect("ubatch6");
+        let mut batch = [ao_block("aoint", &[1, 1, 1, 1], &[11])];
+        super::super::two_electron::compute_integral_batch(&mut ctx, &mut batch).expect("batch");
+        assert_eq!(args[0].data, batch[0].data);
+        // Fa was added to, not replaced.
+        let fa: Vec<f64> = case
+            .reals("Fa")
+            .iter()
+            .zip(&fa0)
+            .map(|(f, x)| f + x)
+            .collect();
+        assert!(max_diff(&args[3].data, &fa) < 1e-11);
+    }
+
+    #[test]
+    fn argument_errors() {
+        let case = Case::load("water_321g");
+        let mut ctx = case.context();
+        place(&mut ctx, "aoint", 4, &[3, 6, 4]);
+        let good = || {
+            vec![
+                ao_block("aoint", &[1, 1, 2, 3], &[3, 6, 4]),
+                whole("da", vec![0.0; 169], 13),
+                whole("db", vec![0.0; 169], 13),
+                whole("fa", vec![0.0; 169], 13),
+                whole("fb", vec![0.0; 169], 13),
+            ]
+        };
+        compute_ubatch2(&mut ctx, &mut good()).expect("good");
+        let mut args = good();
+        args[3] = whole("fa", vec![0.0; 144], 12);
+        let e = compute_ubatch2(&mut ctx, &mut args).expect_err("small Fock");
+        assert_eq!(
+            e,
+            "argument 4 (fa) is 12 x 12: it must be the whole AO x AO matrix (13 x 13)"
+        );
+        let mut args = good();
+        args[1] = Arg::scalar("d", 0.0);
+        let e = compute_ubatch1(&mut ctx, &mut args).expect_err("scalar density");
+        assert!(
+            e.starts_with("argument 2 must be an array of rank 2"),
+            "{e}"
+        );
+        let mut args = good();
+        args[0] = ao_block("aoint", &[1, 1], &[3, 6, 4]);
+        let e = compute_ubatch7(&mut ctx, &mut args).expect_err("rank 2 block");
+        assert!(e.contains("must be a block of rank 4"), "{e}");
+        let e = compute_ubatch8(&mut ctx, &mut good()[..4]).expect_err("4 args");
+        assert!(e.starts_with("expects 5 arguments"), "{e}");
+        let mut bare = Fake::new();
+        let e = compute_ubatch4(&mut bare, &mut good()).expect_err("no setup");
+        assert!(e.contains("nshells"), "{e}");
+    }
+}

@@ -1,0 +1,144 @@
+#!/usr/bin/env python3
+"""Reference values for the tests of a4_scf_atom (chemistry/src/integrals/atom_guess.rs).
+
+Usage: python3 atom_guess_reference.py [DAT_DIR]   (default /work/shared/aces4/test)
+
+An independent numpy transcription of ACES4's atomic UHF guess as /work/notes/scf_linalg.md §13
+describes it, on integrals from PySCF in ACES4's AO conventions (make_reference.aces_basis):
+core Hamiltonian with the atom's own nucleus, canonical orthogonalisation of the atom's block of
+the molecular overlap (eigenvalues below 10^-lindep_tol dropped; 1e-9 without lindep_tol),
+eigenvectors with ACES4's phase rule, DIIS with ACES4's history slots, convergence on the
+largest density change. Writes atom_guess.txt (format of make_reference.py):
+
+  matrix CASE_Da n n / CASE_Db n n   the atom's densities (atom AOs only, column-major)
+  value CASE_energy                  1/2 sum_s (h + F_s) . D_s of the final densities
+  value CASE_iterations              iterations run
+
+Atoms whose guess occupies part of a degenerate shell (O: two of three 2p) have no unique
+density; the Rust test compares the energy and invariants for them, the density otherwise.
+"""
+import os
+import sys
+
+import numpy as np
+
+import make_reference as mr
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def phase(v):
+    v = v.copy()
+    for j in range(v.shape[1]):
+        big = np.nonzero(np.abs(v[:, j]) > 1e-5)[0]
+        if len(big) and v[big[0], j] < 0:
+            v[:, j] = -v[:, j]
+    return v
+
+
+def symeig(a):
+    w, v = np.linalg.eigh(a)
+    return w, phase(v)
+
+
+def atom_guess(setup, t):
+    ints = setup['ints']
+    mol, p, tm = mr.aces_basis(setup)
+    s_mol = tm @ mol.intor('int1e_ovlp_cart')[np.ix_(p, p)] @ tm.T
+    coords = np.array(setup['arrays']['coords'][1]).reshape(-1, 3)
+    z = setup['arrays']['charge'][1][t]
+    with mol.with_rinv_origin(coords[t]):
+        v = -z * (tm @ mol.intor('int1e_rinv_cart')[np.ix_(p, p)] @ tm.T)
+    h = tm @ mol.intor('int1e_kin_cart')[np.ix_(p, p)] @ tm.T + v
+    eri = mol.intor('int2e_cart')[np.ix_(p, p, p, p)]
+    eri = np.einsum('ai,bj,ck,dl,ijkl->abcd', tm, tm, tm, tm, eri, optimize=True)
+    # The atom's AOs: shells centred on it (in setup order).
+    ends = setup['int_arrays']['end_nfps'][1]
+    tco = np.array(setup['arrays']['tcoords'][1]).reshape(-1, 3)
+    aos = []
+    for s, end in enumerate(ends):
+        first = ends[s - 1] if s else 0
+        if np.array_equal(tco[s], coords[t]):
+            aos.extend(range(first, end))
+    aos = np.array(aos)
+    n = len(aos)
+    h0 = h[np.ix_(aos, aos)]
+    s_at = s_mol[np.ix_(aos, aos)]
+    g = eri[np.ix_(aos, aos, aos, aos)]
+    nel = [1, 0] if z == 1.0 else [int(z) - int(z) // 2, int(z) // 2]
+    thresh = 10.0 ** -ints['lindep_tol'] if 'lindep_tol' in ints else 1e-9
+    w, u = symeig(s_at)
+    d = np.array([1 / np.sqrt(x) if abs(np.sqrt(x) ** 2) >= thresh else 0.0 for x in w])
+    assert (d > 0).all()
+    q = u * d[None, :]
+
+    def orbitals(f):
+        _, v = symeig(q.T @ f @ q)
+        return q @ v
+
+    def density(c, k):
+        return c[:, :k] @ c[:, :k].T
+
+    def fock(dens):
+        j = np.einsum('pqrs,rs->pq', g, dens[0] + dens[1])
+        return [h0 + j - np.einsum('prqs,rs->pq', g, dx) for dx in dens]
+
+    ds, mh, conv = ints['scf_beg'], ints['scf_hist'], setup['scalars']['scf_conv']
+    full = mh + ds - 1
+    c = [orbitals(h0), orbitals(h0)]
+    dens = [density(c[x], nel[x]) for x in range(2)]
+    fh, eh = [None] * mh, [None] * mh
+    iters = 0
+    for it in range(1, ints['scf_iter'] + 1):
+        iters = it
+        f = fock(dens)
+        if it >= ds:
+            slot = it - ds if it < full else mh - 1
+            e = np.concatenate([(c[x][:, nel[x]:].T @ f[x] @ c[x][:, :nel[x]]).flatten(order='F')
+                                for x in range(2)])
+            eh[slot], fh[slot] = e, [f[0].copy(), f[1].copy()]
+        if it > ds:
+            k = it - ds + 1 if it < full else mh
+            b = np.zeros((k + 1, k + 1))
+            for a in range(k):
+                for bb in range(k):
+                    b[a, bb] = eh[a] @ eh[bb]
+            b[k, :k] = b[:k, k] = -1.0
+            rhs = np.zeros(k + 1)
+            rhs[k] = -1.0
+            coef = np.linalg.solve(b, rhs)
+            f = [sum(coef[m] * fh[m][x] for m in range(k)) for x in range(2)]
+            if it >= full:
+                fh = fh[1:] + [[f[0].copy(), f[1].copy()]]
+        c = [orbitals(f[0]), orbitals(f[1])]
+        new = [density(c[x], nel[x]) for x in range(2)]
+        change = max(np.abs(new[x] - dens[x]).max() for x in range(2))
+        dens = new
+        if change < conv:
+            break
+    f = fock(dens)
+    energy = 0.5 * sum(((h0 + f[x]) * dens[x]).sum() for x in range(2))
+    return dens, energy, iters
+
+
+def main():
+    dat_dir = sys.argv[1] if len(sys.argv) > 1 else '/work/shared/aces4/test'
+    lines = ['# atom_guess.txt: generated by atom_guess_reference.py (numpy transcription of the '
+             'notes, PySCF integrals)']
+    cases = [('water_O1', 'eom_ccsd_water_test.dat', 0), ('water_H2', 'eom_ccsd_water_test.dat', 1),
+             ('ne', 'ccsdpt_test.dat', 0)]
+    for name, dat, t in cases:
+        setup = mr.basis_part(mr.read_setup(os.path.join(dat_dir, dat)))
+        dens, energy, iters = atom_guess(setup, t)
+        n = dens[0].shape[0]
+        for key, m in (('Da', dens[0]), ('Db', dens[1])):
+            lines.append('matrix %s_%s %d %d | %s' % (name, key, n, n,
+                                                      ' '.join(mr.fmt(v) for v in m.flatten(order='F'))))
+        lines.append('value %s_energy | %s' % (name, mr.fmt(energy)))
+        lines.append('value %s_iterations | %d' % (name, iters))
+    with open(os.path.join(HERE, 'atom_guess.txt'), 'w') as f:
+        f.write('\n'.join(lines) + '\n')
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,241 @@
+//! The interface between the runtime and super instructions ("specials", SIAL-SPEC §8): the
+//! argument model, the services the runtime offers ([`Context`]), and the [`Registry`] that maps
+//! SIAL names to Rust functions. Libraries of specials (the runtime's general ones, the chemistry
+//! crate) depend on this module alone, not on the runtime.
+
+pub mod fake;
+
+use std::any::{Any, TypeId};
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+/// What an argument is (§4.16 argument forms).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ArgKind {
+    /// A block `a[i,j]`, or a region `c[l1:u1,…]` of a contiguous local array.
+    Block,
+    /// The bare name of a scalar: a 1-element block aliasing the scalar, so `w`/`u` write it.
+    Scalar,
+    /// The bare name of a static or contiguous array: the whole array.
+    WholeArray,
+    /// A DOUBLE literal: a read-only 1-element block.
+    Literal,
+}
+
+/// One argument of a special, passed by value: the interpreter copies the data in, and copies it
+/// back after the call for `w`/`u` arguments (for `w` it is zero-filled before the call).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Arg {
+    pub kind: ArgKind,
+    /// Array or scalar name (`""` for a literal).
+    pub name: String,
+    /// Declared rank (0 for scalars and literals).
+    pub rank: usize,
+    /// Segment number per dimension (empty for scalars, literals and whole arrays).
+    pub segments: Vec<i32>,
+    /// Extent per dimension (empty for scalars and literals).
+    pub shape: Vec<usize>,
+    /// Column-major elements (first index fastest); one element for scalars and literals.
+    pub data: Vec<f64>,
+}
+
+impl Arg {
+    /// A block `name[segments…]` of the given shape and data.
+    pub fn block(name: &str, segments: Vec<i32>, shape: Vec<usize>, data: Vec<f64>) -> Arg {
+        Arg {
+            kind: ArgKind::Block,
+            name: name.to_string(),
+            rank: shape.len(),
+            segments,
+            shape,
+            data,
+        }
+    }
+
+    /// The bare name of a scalar holding `value`.
+    pub fn scalar(name: &str, value: f64) -> Arg {
+        Arg {
+            kind: ArgKind::Scalar,
+            name: name.to_string(),
+            rank: 0,
+            segments: Vec::new(),
+            shape: Vec::new(),
+            data: vec![value],
+        }
+    }
+
+    /// A DOUBLE literal.
+    pub fn literal(value: f64) -> Arg {
+        Arg {
+            kind: ArgKind::Literal,
+            name: String::new(),
+            rank: 0,
+            segments: Vec::new(),
+            shape: Vec::new(),
+            data: vec![value],
+        }
+    }
+
+    /// The bare name of a static or contiguous array: the whole array.
+    pub fn whole_array(name: &str, shape: Vec<usize>, data: Vec<f64>) -> Arg {
+        Arg {
+            kind: ArgKind::WholeArray,
+            name: name.to_string(),
+            rank: shape.len(),
+            segments: Vec::new(),
+            shape,
+            data,
+        }
+    }
+
+    /// Segment numbers as ACES4 passes them (`index_values`, §8.2): the block's segments, or all
+    /// 1 for whole arrays (and nothing for rank 0). Used for file names and listings.
+    pub fn index_values(&self) -> Vec<i32> {
+        if self.segments.len() == self.rank {
+            self.segments.clone()
+        } else {
+            vec![1; self.rank]
+        }
+    }
+
+    /// How the argument is named in messages: `a[1,2]`, `x`, or the literal's value.
+    pub fn describe(&self) -> String {
+        match self.kind {
+            ArgKind::Block => {
+                let segs: Vec<String> = self.segments.iter().map(i32::to_string).collect();
+                format!("{}[{}]", self.name, segs.join(","))
+            }
+            ArgKind::Scalar | ArgKind::WholeArray => self.name.clone(),
+            ArgKind::Literal => format!("literal {}", self.data.first().copied().unwrap_or(0.0)),
+        }
+    }
+}
+
+/// Services the runtime offers to specials (§8.3).
+pub trait Context {
+    /// This worker's rank among the workers (0 in a single-worker run).
+    fn worker_rank(&self) -> usize;
+    /// Current SIAL source line.
+    fn line(&self) -> u32;
+    /// Program name.
+    fn program(&self) -> &str;
+    /// SIAL output (the runtime decides which ranks print, §4.17).
+    fn print(&mut self, text: &str);
+    /// Output that ACES4 writes straight to stdout on every rank (`print_block`, the listings,
+    /// the test helpers), bypassing the rank-0 rule of SIAL `print`. The default sends it through
+    /// [`Context::print`]; a multi-worker runtime that wants ACES4's behaviour overrides it.
+    fn print_all_ranks(&mut self, text: &str) {
+        self.print(text);
+    }
+    /// Element offset of segment `segment` of dimension `dim` of array `array`, counted from
+    /// segment 1 of that dimension's index kind (for an MO index: the orbital number minus 1).
+    /// Chemistry specials use it to find the orbitals of a block. `None` when unknown.
+    fn global_offset(&self, _array: &str, _dim: usize, _segment: i32) -> Option<usize> {
+        None
+    }
+    /// The extents of the segments of an index kind (`aoindex`, `moindex`, `moaindex`,
+    /// `mobindex`, `laindex`), segment 1 first, as the job's segment tables give them.
+    fn segment_extents(&self, _kind: &str) -> Option<Vec<usize>> {
+        None
+    }
+    /// The first segment of the declared range of dimension `dim` of `array`.
+    fn declared_lower(&self, _array: &str, _dim: usize) -> Option<i32> {
+        None
+    }
+    fn set_all_rank_print(&mut self, on: bool);
+    fn set_debug_print(&mut self, on: bool);
+    /// Predefined int from setup.
+    fn int_constant(&self, name: &str) -> Option<i32>;
+    /// Predefined scalar from setup.
+    fn scalar_constant(&self, name: &str) -> Option<f64>;
+    /// Current value of a SIAL scalar.
+    fn scalar(&self, name: &str) -> Option<f64>;
+    /// Sets a SIAL scalar; false if there is none of that name.
+    fn set_scalar(&mut self, name: &str, value: f64) -> bool;
+    /// Predefined double array from setup: shape and column-major data.
+    fn predefined_array(&self, name: &str) -> Option<(Vec<usize>, Vec<f64>)>;
+    /// Predefined int array from setup: shape and column-major data.
+    fn predefined_int_array(&self, name: &str) -> Option<(Vec<usize>, Vec<i64>)>;
+    /// Per-program configuration (`SialConfiguration`).
+    fn config(&self, key: &str) -> Option<String>;
+    /// Descriptions of the worker's blocks, one per block (`list_block_map`).
+    fn block_list(&self) -> Vec<String>;
+    /// Directory for block files.
+    fn work_dir(&self) -> PathBuf;
+    /// What specials keep on this worker between calls (a basis set built once, iteration
+    /// history); it lives as long as the program.
+    fn state(&mut self) -> &mut State;
+}
+
+/// Values specials keep between calls, one per type. A special takes its value out, works
+/// with it and the [`Context`], and puts it back, so the two are never borrowed at once.
+#[derive(Default)]
+pub struct State {
+    values: HashMap<TypeId, Box<dyn Any + Send>>,
+}
+
+impl State {
+    /// Removes and returns the value of type `T`, if there is one.
+    pub fn take<T: Any + Send>(&mut self) -> Option<T> {
+        let value = self.values.remove(&TypeId::of::<T>())?;
+        value.downcast::<T>().ok().map(|b| *b)
+    }
+
+    /// Stores `value`, replacing the value of its type.
+    pub fn put<T: Any + Send>(&mut self, value: T) {
+        self.values.insert(TypeId::of::<T>(), Box::new(value));
+    }
+
+    /// The value of type `T`, if there is one.
+    pub fn get<T: Any + Send>(&self) -> Option<&T> {
+        self.values.get(&TypeId::of::<T>())?.downcast_ref::<T>()
+    }
+}
+
+impl std::fmt::Debug for State {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "State({} values)", self.values.len())
+    }
+}
+
+/// A special: returns `Err(message)` for what ACES4 reports with a nonzero `ierr`.
+pub type SpecialFn = fn(&mut dyn Context, &mut [Arg]) -> Result<(), String>;
+
+/// Name → implementation. Names are lower case, as the compiler lower-cases SIAL names (§1.3);
+/// a missing name is not an error until a program executes it (§8.1).
+#[derive(Clone, Debug, Default)]
+pub struct Registry {
+    map: HashMap<String, SpecialFn>,
+}
+
+impl Registry {
+    /// An empty registry.
+    pub fn new() -> Registry {
+        Registry::default()
+    }
+
+    /// Registers every `(name, signature, function)` of a library of specials.
+    pub fn register_all(&mut self, specials: &[(&str, &str, SpecialFn)]) {
+        for (name, _, f) in specials {
+            self.register(name, *f);
+        }
+    }
+
+    /// Registers `f` under the lower-cased `name`, replacing any earlier one (so an application can
+    /// override a shipped special).
+    pub fn register(&mut self, name: &str, f: SpecialFn) {
+        self.map.insert(name.to_ascii_lowercase(), f);
+    }
+
+    /// The implementation of `name` (looked up lower-cased).
+    pub fn get(&self, name: &str) -> Option<SpecialFn> {
+        self.map.get(&name.to_ascii_lowercase()).copied()
+    }
+
+    /// Every registered name, sorted (for listings and deterministic messages).
+    pub fn names(&self) -> Vec<&str> {
+        let mut v: Vec<&str> = self.map.keys().map(String::as_str).collect();
+        v.sort_unstable();
+        v
+    }
+}

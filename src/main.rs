@@ -46,6 +46,84 @@ enum Command {
         #[arg(short = 'I', value_name = "DIR")]
         include: Vec<PathBuf>,
     },
+    /// Write a job for ACES4's programs from a molecule: closed-shell RHF with SCF, MP2, CCSD
+    /// or CCSD(T); run it with `sial run JOB.json -I <ACES4 qm folders>`.
+    Setup(SetupArgs),
+}
+
+/// The options of `sial setup`.
+#[derive(Args)]
+struct SetupArgs {
+    /// The molecule: an XYZ file (atom count, comment, then `element x y z` in ångström).
+    #[arg(long, value_name = "FILE.xyz")]
+    molecule: PathBuf,
+    /// Basis set: sto-3g, 3-21g, 6-31g, 6-31g*, cc-pvdz, cc-pvtz or aug-cc-pvdz (H to Ar).
+    #[arg(long, value_name = "NAME")]
+    basis: String,
+    /// scf, mp2, ccsd or ccsd(t).
+    #[arg(long, value_name = "METHOD", default_value = "scf")]
+    method: String,
+    /// Net charge of the molecule.
+    #[arg(long, default_value_t = 0, allow_hyphen_values = true)]
+    charge: i64,
+    /// Leave the core orbitals uncorrelated (MP2 and coupled cluster).
+    #[arg(long)]
+    frozen_core: bool,
+    /// Memory per rank the segment sizes are chosen for (e.g. 512M, 2G).
+    #[arg(long, value_name = "SIZE", default_value = "2G")]
+    memory: String,
+    /// The job file to write (default: the molecule's name with extension .json).
+    #[arg(short = 'o', value_name = "JOB.json")]
+    output: Option<PathBuf>,
+}
+
+/// `sial setup`: checks everything, then writes the job (never a job that fails later).
+fn setup_job(args: SetupArgs) -> ExitCode {
+    use sial_chemistry::setup::{BasisSet, Molecule, Options, build};
+    let fail = |msg: String| {
+        eprintln!("sial: error: {msg}");
+        ExitCode::from(1)
+    };
+    let memory = match parse_size(&args.memory) {
+        Ok(m) => m as u64,
+        Err(e) => return fail(format!("--memory: {e}")),
+    };
+    let method = match args.method.parse() {
+        Ok(m) => m,
+        Err(e) => return fail(format!("{e}")),
+    };
+    let molecule = match Molecule::read(&args.molecule) {
+        Ok(m) => m,
+        Err(e) => return fail(e.to_string()),
+    };
+    let basis = match BasisSet::named(&args.basis) {
+        Ok(b) => b,
+        Err(e) => return fail(e.to_string()),
+    };
+    let options = Options {
+        method,
+        charge: args.charge,
+        frozen_core: args.frozen_core,
+        memory,
+    };
+    let job = match build(&molecule, &basis, &options) {
+        Ok(j) => j,
+        Err(e) => return fail(e.to_string()),
+    };
+    let out = args
+        .output
+        .unwrap_or_else(|| args.molecule.with_extension("json"));
+    if let Err(e) = std::fs::write(&out, job.to_json()) {
+        return fail(format!("cannot write {}: {e}", out.display()));
+    }
+    eprintln!(
+        "sial: wrote {} ({} atoms, {} basis functions, programs {})",
+        out.display(),
+        molecule.atoms.len(),
+        job.ints.get("nbasis_funcs").copied().unwrap_or(0),
+        job.programs.join(" ")
+    );
+    ExitCode::SUCCESS
 }
 
 fn main() -> ExitCode {
@@ -98,6 +176,7 @@ fn run(cli: Cli) -> ExitCode {
             ExitCode::SUCCESS
         }
         Command::Run(args) => run_job(*args),
+        Command::Setup(args) => setup_job(args),
         Command::Disasm { file, include } => {
             let program = match load_program(&file, &Options::from_env(include)) {
                 Ok(p) => p,
@@ -245,6 +324,10 @@ struct RunArgs {
     /// Write the final state of every program as JSON (format sial-dump/1).
     #[arg(long, value_name = "FILE.json")]
     dump: Option<PathBuf>,
+    /// Write the energies the job computed under fixed names (format sial-results/1:
+    /// scf_energy, mp2_correlation, ccsd_correlation, triples_correction, total_energy, ...).
+    #[arg(long, value_name = "FILE.json")]
+    results: Option<PathBuf>,
     #[arg(short = 'I', value_name = "DIR")]
     include: Vec<PathBuf>,
 }
@@ -556,10 +639,21 @@ fn run_job(args: RunArgs) -> ExitCode {
         profile: args.profile,
         gpu,
     };
+    let mut finished = Vec::new();
     let mut collect = |state: &sial_interpreter::worker::FinalState<'_>| {
         if args.dump.is_some() {
             dumped.push(sial_interpreter::dump::program(state));
         }
+        finished.push(sial_chemistry::results::ProgramScalars {
+            program: state.program.name.clone(),
+            scalars: state
+                .program
+                .scalars
+                .iter()
+                .zip(state.scalars)
+                .map(|(s, v)| (s.name.clone(), *v))
+                .collect(),
+        });
     };
     let result = if mpi.is_some() {
         match run_mpi(
@@ -587,10 +681,21 @@ fn run_job(args: RunArgs) -> ExitCode {
             return fail(format!("cannot write {}: {e}", path.display()));
         }
     }
+    let energies = sial_chemistry::results::energies(&finished);
+    if let Some(path) = &args.results {
+        let text = serde_json::to_string_pretty(&sial_chemistry::results::to_json(&energies))
+            .unwrap_or_default();
+        if let Err(e) = std::fs::write(path, text + "\n") {
+            return fail(format!("cannot write {}: {e}", path.display()));
+        }
+    }
     match result {
         Ok(report) => {
             if !args.quiet {
                 eprint!("{}", sial_interpreter::report::summary(&report));
+                if !energies.is_empty() {
+                    eprint!("{}", sial_chemistry::results::table(&energies));
+                }
             }
             if args.profile {
                 eprint!("{}", sial_interpreter::report::profile(&report));

@@ -75,6 +75,10 @@ struct SetupArgs {
     /// The job file to write (default: the molecule's name with extension .json).
     #[arg(short = 'o', value_name = "JOB.json")]
     output: Option<PathBuf>,
+    /// Run these programs instead of ACES4's for the method (comma separated, e.g. your own
+    /// `scf.sial,mp2.sial`); they get the same predefined values and arrays.
+    #[arg(long, value_name = "P1,P2,...", value_delimiter = ',')]
+    programs: Vec<String>,
 }
 
 /// `sial setup`: checks everything, then writes the job (never a job that fails later).
@@ -106,10 +110,13 @@ fn setup_job(args: SetupArgs) -> ExitCode {
         frozen_core: args.frozen_core,
         memory,
     };
-    let job = match build(&molecule, &basis, &options) {
+    let mut job = match build(&molecule, &basis, &options) {
         Ok(j) => j,
         Err(e) => return fail(e.to_string()),
     };
+    if !args.programs.is_empty() {
+        job.programs = args.programs.clone();
+    }
     let out = args
         .output
         .unwrap_or_else(|| args.molecule.with_extension("json"));

@@ -216,7 +216,7 @@ fn a_rank_that_dies_stops_the_job_within_seconds() {
     ] {
         let o = fails_with(
             &[
-                "programs/water/mp2.sial",
+                "programs/water/water.json",
                 "--workers",
                 "2",
                 "--servers",

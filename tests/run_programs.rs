@@ -4,7 +4,7 @@
 //! standard output, line by line), `# expect-print-contains: TEXT` (a line that must appear),
 //! `# expect-error: TEXT` (the run must fail with this message), `# expect-warning: TEXT` (a
 //! warning on stderr). Programs marked
-//! `# job: FILE.toml` run as part of that job.
+//! `# job: FILE` (a job file beside the program) run as part of that job.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -172,7 +172,12 @@ fn programs_compute_their_expected_results() {
             .to_string();
         let e = expectations(file);
         if let Some(job) = e.job.clone() {
-            jobs.entry(job).or_default().push((name, e));
+            // The job file lives beside its programs.
+            let rel = file.strip_prefix(root()).unwrap_or(file);
+            let job = rel.parent().unwrap_or(Path::new("programs")).join(job);
+            jobs.entry(job.display().to_string())
+                .or_default()
+                .push((name, e));
             continue;
         }
         let dump = dir.join(format!("{name}.json"));
@@ -186,8 +191,8 @@ fn programs_compute_their_expected_results() {
         checked += 1;
     }
     for (job, members) in &jobs {
-        let dump = dir.join(format!("{job}.json"));
-        let outcome = run(&Path::new("programs").join(job), &dump);
+        let dump = dir.join(format!("{}.json", job.replace('/', "_")));
+        let outcome = run(Path::new(job), &dump);
         let states = outcome.dump["programs"]
             .as_array()
             .cloned()

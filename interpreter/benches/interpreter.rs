@@ -20,7 +20,8 @@
 //!   `copy_from_slice` of the same bytes; bytes = one read + one write of every element. Also,
 //!   for the analysis: 31⁴ and 33⁴ with [3,2,1,0], [1,0,3,2], a 1024² transpose (same 8 MiB),
 //!   and the worst case and the copy on buffers advised for 2 MiB transparent huge pages.
-//! * `tran_mp2`: `programs/water/tran_mp2.sial` in process: setup load + compile + run.
+//! * `ao2mo_transform`: `programs/ao2mo_transform.sial` (water/6-31G, four-index transformation
+//!   through distributed arrays) in process: setup load + compile + run.
 
 use criterion::{
     BenchmarkId, Criterion, SamplingMode, Throughput, black_box, criterion_group, criterion_main,
@@ -293,15 +294,11 @@ fn bench_permute(c: &mut Criterion) {
     g.finish();
 }
 
-fn bench_tran_mp2(c: &mut Criterion) {
-    let path = root().join("programs/water/tran_mp2.sial");
-    if !path.exists() {
-        eprintln!("skipping tran_mp2: {} not found", path.display());
-        return;
-    }
+fn bench_ao2mo(c: &mut Criterion) {
+    let path = root().join("programs/ao2mo_transform.sial");
     let registry = sial_interpreter::specials::general_registry();
     let toml = path.with_extension("toml");
-    let mut g = c.benchmark_group("tran_mp2");
+    let mut g = c.benchmark_group("ao2mo_transform");
     g.bench_function("load_compile_run", |b| {
         b.iter(|| {
             let s = sial_interpreter::setup::load(&toml, &[]).expect("setup");
@@ -313,7 +310,7 @@ fn bench_tran_mp2(c: &mut Criterion) {
         })
     });
     let s = sial_interpreter::setup::load(&toml, &[]).expect("setup");
-    let p = compile("programs/water/tran_mp2.sial");
+    let p = compile("programs/ao2mo_transform.sial");
     g.bench_function("run_only", |b| b.iter(|| run(&p, &s, &registry)));
     g.finish();
 }
@@ -324,6 +321,6 @@ criterion_group!(
     bench_block_ops,
     bench_contract,
     bench_permute,
-    bench_tran_mp2
+    bench_ao2mo
 );
 criterion_main!(benches);

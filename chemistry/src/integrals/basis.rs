@@ -106,6 +106,8 @@ pub struct BasisSet {
     /// `intspherical == 1`.
     pub spherical: bool,
     pub(crate) engine: integral::Basis,
+    /// Electron-repulsion batches kept between calls (see [`super::engine::QuartetCache`]).
+    pub(crate) cache: std::cell::RefCell<super::engine::QuartetCache>,
 }
 
 /// The per-shell integer arrays of the setup.
@@ -166,6 +168,7 @@ impl BasisSet {
             nao,
             spherical,
             engine: integral::Basis::new(engine),
+            cache: Default::default(),
         })
     }
 
@@ -194,6 +197,7 @@ impl BasisSet {
             nao,
             spherical: self.spherical,
             engine: integral::Basis::new(engine),
+            cache: Default::default(),
         }
     }
 

@@ -7,7 +7,6 @@
 //! ACES4's functions with the shells' matrices and scattered into place.
 
 use std::collections::HashMap;
-use std::ops::Range;
 
 use integral::engine::os::{self, Prim};
 
@@ -117,46 +116,91 @@ pub(crate) fn quartet(basis: &BasisSet, q: [&Shell; 4], out: &mut Vec<f64>) {
     }
 }
 
-/// Shell quartets of one call, each distinct one computed once: (mn|rs), (nm|rs), (mn|sr),
-/// (rs|mn), … are the same integrals, so when a block's dimensions share shells (the whole AO
-/// block of a single-segment job, diagonal blocks) the batch of the canonical ordering is kept
-/// for the rest of the call and permuted into place, which saves up to 8 engine evaluations.
-/// Blocks whose dimensions share no shell keep nothing.
+/// Electron-repulsion batches kept between calls, by canonical shell quartet. SCF and CC
+/// programs compute the same AO blocks in every iteration; up to a budget of memory per worker
+/// (64 MiB by default; the environment variable `SIAL_INTEGRAL_CACHE_MB` sets it, 0 turns it
+/// off) the batches first met are kept and served again, and every other one is computed when
+/// needed. The budget bounds the memory: beyond it the integrals stay direct, never all n⁴.
+#[derive(Debug)]
+pub(crate) struct QuartetCache {
+    batches: HashMap<[usize; 4], Vec<f64>>,
+    bytes: usize,
+    budget: usize,
+}
+
+/// A copy of a basis set starts with an empty cache (with the same budget).
+impl Clone for QuartetCache {
+    fn clone(&self) -> QuartetCache {
+        QuartetCache {
+            batches: HashMap::new(),
+            bytes: 0,
+            budget: self.budget,
+        }
+    }
+}
+
+impl Default for QuartetCache {
+    fn default() -> QuartetCache {
+        let mb = std::env::var("SIAL_INTEGRAL_CACHE_MB")
+            .ok()
+            .and_then(|v| v.trim().parse::<usize>().ok())
+            .unwrap_or(64);
+        QuartetCache {
+            batches: HashMap::new(),
+            bytes: 0,
+            budget: mb.saturating_mul(1 << 20),
+        }
+    }
+}
+
+/// Shell quartets, each distinct one computed once: (mn|rs), (nm|rs), (mn|sr), (rs|mn), … are
+/// the same integrals, so the batch of the canonical ordering is computed (or taken from the
+/// basis set's [`QuartetCache`]) and permuted into place. Within one call every canonical
+/// batch is kept (a block whose dimensions share shells meets each up to 8 times).
 pub(crate) struct Quartets<'a> {
     basis: &'a BasisSet,
-    cache: Option<HashMap<[usize; 4], Vec<f64>>>,
+    call: HashMap<[usize; 4], Vec<f64>>,
 }
 
 impl<'a> Quartets<'a> {
-    /// A source of batches for quartets of shells from `ranges` (one per dimension).
-    pub(crate) fn new(basis: &'a BasisSet, ranges: [Range<usize>; 4]) -> Quartets<'a> {
-        let overlap = |a: &Range<usize>, b: &Range<usize>| a.start < b.end && b.start < a.end;
-        let shared = (0..4).any(|i| (i + 1..4).any(|j| overlap(&ranges[i], &ranges[j])));
+    /// A source of batches for quartets of shells of `basis`.
+    pub(crate) fn new(basis: &'a BasisSet) -> Quartets<'a> {
         Quartets {
             basis,
-            cache: shared.then(HashMap::new),
+            call: HashMap::new(),
         }
+    }
+
+    /// The batch of canonical quartet `canonical`, computed at most once per call and kept
+    /// between calls while the cache has room.
+    fn canonical_batch(&mut self, canonical: [usize; 4]) -> &[f64] {
+        let basis = self.basis;
+        self.call.entry(canonical).or_insert_with(|| {
+            if let Ok(cache) = basis.cache.try_borrow()
+                && let Some(b) = cache.batches.get(&canonical)
+            {
+                return b.clone();
+            }
+            let mut batch = Vec::new();
+            quartet(basis, canonical.map(|s| &basis.shells[s]), &mut batch);
+            if let Ok(mut cache) = basis.cache.try_borrow_mut() {
+                let bytes = batch.len() * 8;
+                if cache.bytes + bytes <= cache.budget {
+                    cache.bytes += bytes;
+                    cache.batches.insert(canonical, batch.clone());
+                }
+            }
+            batch
+        })
     }
 
     /// The batch of shells `q` (indices into the basis) into `out`, as [`quartet`] lays it out.
     pub(crate) fn batch(&mut self, q: [usize; 4], out: &mut Vec<f64>) {
-        let shells = q.map(|s| &self.basis.shells[s]);
-        let Some(cache) = &mut self.cache else {
-            quartet(self.basis, shells, out);
-            return;
-        };
         let (canonical, from) = canonical(q);
-        let source = cache.entry(canonical).or_insert_with(|| {
-            let mut batch = Vec::new();
-            quartet(
-                self.basis,
-                canonical.map(|s| &self.basis.shells[s]),
-                &mut batch,
-            );
-            batch
-        });
-        let len = shells.map(Shell::len);
-        let clen = canonical.map(|s| self.basis.shells[s].len());
+        let basis = self.basis;
+        let len = q.map(|s| basis.shells[s].len());
+        let clen = canonical.map(|s| basis.shells[s].len());
+        let source = self.canonical_batch(canonical);
         let cstride = [1, clen[0], clen[0] * clen[1], clen[0] * clen[1] * clen[2]];
         let stride = from.map(|axis| cstride[axis]);
         out.clear();
@@ -305,13 +349,7 @@ mod tests {
         assert_eq!(canonical([0, 2, 3, 1]), ([3, 1, 2, 0], [3, 2, 0, 1]));
         assert_eq!(canonical([3, 1, 2, 0]), ([3, 1, 2, 0], [0, 1, 2, 3]));
         let all = 0..basis.shells.len();
-        let mut cached = Quartets::new(&basis, [0..5, 0..5, 0..5, 0..5]);
-        assert!(cached.cache.is_some());
-        assert!(
-            Quartets::new(&basis, [0..1, 1..2, 2..3, 3..5])
-                .cache
-                .is_none()
-        );
+        let mut cached = Quartets::new(&basis);
         let (mut got, mut want) = (Vec::new(), Vec::new());
         for q in [
             [4, 2, 1, 2],
@@ -325,6 +363,24 @@ mod tests {
             quartet(&basis, q.map(|s| &basis.shells[s]), &mut want);
             assert!(max_diff(&got, &want) < 1e-13, "{q:?}");
         }
+        // Kept for later calls, within the budget.
+        let kept = basis.cache.borrow().batches.len();
+        assert_eq!(kept, 2);
+        let mut later = Quartets::new(&basis);
+        later.batch([2, 4, 2, 1], &mut got);
+        quartet(&basis, [2, 4, 2, 1].map(|s| &basis.shells[s]), &mut want);
+        assert!(max_diff(&got, &want) < 1e-13);
+        let mut none = QuartetCache {
+            budget: 0,
+            ..QuartetCache::default()
+        };
+        none.batches.clear();
+        let basis = BasisSet {
+            cache: std::cell::RefCell::new(none),
+            ..basis
+        };
+        Quartets::new(&basis).batch([2, 4, 2, 1], &mut got);
+        assert!(basis.cache.borrow().batches.is_empty());
     }
 
     #[test]

@@ -19,7 +19,7 @@ pub(crate) fn for_each_quartet(
     mut f: impl FnMut([&Shell; 4], &[f64], [usize; 4]),
 ) {
     let ranges = [0, 1, 2, 3].map(|d| spans[d].shells.clone());
-    let mut source = Quartets::new(basis, ranges.clone());
+    let mut source = Quartets::new(basis);
     let mut batch = Vec::new();
     for m in ranges[0].clone() {
         for n in ranges[1].clone() {

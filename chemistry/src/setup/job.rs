@@ -264,17 +264,28 @@ fn normalise(c: &mut [f64], exponents: &[f64], l: u32) {
     }
 }
 
-/// AO segments: whole shells packed in order up to `target` functions each.
+/// AO segments: whole shells in order, as many segments as `target` functions each need, each
+/// closed at the shell boundary nearest its share of the functions (even blocks balance the
+/// work of a pardo).
 fn ao_segments(shells: &[Shell], spherical: bool, target: usize) -> Vec<usize> {
+    let sizes: Vec<usize> = shells.iter().map(|s| s.functions(spherical)).collect();
+    let total: usize = sizes.iter().sum();
+    let count = total.div_ceil(target.max(1)).max(1);
     let mut segments = Vec::new();
-    let mut current = 0;
-    for s in shells {
-        let n = s.functions(spherical);
-        if current > 0 && current + n > target {
+    let (mut current, mut done) = (0, 0);
+    for (k, &n) in sizes.iter().enumerate() {
+        current += n;
+        done += n;
+        let left = sizes.len() - k - 1;
+        // The end of this segment's share of all functions so far.
+        let share = total * (segments.len() + 1) / count;
+        if left > 0
+            && segments.len() + 1 < count
+            && (done >= share || current + sizes[k + 1] > target)
+        {
             segments.push(current);
             current = 0;
         }
-        current += n;
     }
     if current > 0 {
         segments.push(current);
@@ -592,11 +603,11 @@ mod tests {
         );
         // The first O s contraction, normalised, as in ACES4's job file.
         let c = &job.arrays["pcoeffs"].1;
-        for (got, want) in c[..3].iter().zip([
-            0.059239393389395906,
-            0.3514999607756436,
-            0.7076579210314948,
-        ]) {
+        for (got, want) in
+            c[..3]
+                .iter()
+                .zip([0.059239393389395906, 0.3514999607756436, 0.7076579210314948])
+        {
             assert!((got - want).abs() < 1e-8, "{got} {want}");
         }
         assert_eq!(

@@ -155,6 +155,11 @@ pub struct DeviceCopies<K> {
 impl<K: Hash + Eq + Copy> DeviceCopies<K> {
     /// Copies on `dev`, using at most `budget` bytes of its memory (capped at its capacity)
     /// and at most `pinned_budget` bytes of pinned host memory (`--pinned-memory`).
+    /// Bytes of device memory the copies may use.
+    pub fn budget(&self) -> usize {
+        self.budget
+    }
+
     pub fn new(dev: Box<dyn Device>, budget: usize, pinned_budget: usize) -> Self {
         let pinned = PinnedCache::new(dev.pinned_allocator(), pinned_budget);
         let stats = GpuStats {

@@ -1,6 +1,6 @@
-//! Tests of setup loading: both file formats on small files written to a temporary directory,
+//! Tests of setup loading: every file format on small files written to a temporary directory,
 //! `.npy` layout conversion, every error path, command-line overrides, and the repository's own
-//! setup files (skipped where the shared reference data is absent).
+//! setup files and reference data.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -769,66 +769,52 @@ fn manifest_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-fn shared_data(file: &str) -> Option<PathBuf> {
-    let path = manifest_dir()
-        .join("../../shared/data/water-ccpvdz")
-        .join(file);
-    if path.is_file() {
-        Some(path)
-    } else {
-        eprintln!("skipped: {} not found", path.display());
-        None
-    }
+/// A file of the water / 6-31G reference data kept with the programs (13 AOs and MOs).
+fn water_data(file: &str) -> PathBuf {
+    manifest_dir()
+        .join("../programs/data/water-631g")
+        .join(file)
 }
 
+const N: usize = 13;
+
 #[test]
-fn real_fock_matrix_is_square_and_symmetric() {
-    let Some(path) = shared_data("fock_mo.npy") else {
-        return;
-    };
-    let fock = read_npy_array(&path).unwrap();
-    assert_eq!(fock.shape, vec![24, 24]);
-    for q in 0..24 {
-        for p in 0..24 {
-            let (a, b) = (fock.data[p + 24 * q], fock.data[q + 24 * p]);
-            assert!((a - b).abs() <= 1e-12 * a.abs().max(1.0), "F[{p},{q}]");
+fn real_matrices_load_in_both_orders() {
+    let ovl = read_npy_array(&water_data("overlap_ao.npy")).unwrap();
+    assert_eq!(ovl.shape, vec![N, N]);
+    for q in 0..N {
+        assert!((ovl.data[q + N * q] - 1.0).abs() < 1e-12, "S[{q},{q}]");
+        for p in 0..N {
+            let (a, b) = (ovl.data[p + N * q], ovl.data[q + N * p]);
+            assert!((a - b).abs() <= 1e-12, "S[{p},{q}]");
         }
     }
-    // A Fortran-order file (hcore) loads the same way.
-    if let Some(path) = shared_data("hcore_ao.npy") {
-        let hcore = read_npy_array(&path).unwrap();
-        assert_eq!(hcore.shape, vec![24, 24]);
-        assert!((hcore.data[1] - hcore.data[24]).abs() < 1e-12);
-    }
+    // The MO coefficients are not symmetric: the first index is the AO.
+    let c = read_npy_array(&water_data("mo_coeff.npy")).unwrap();
+    assert_eq!(c.shape, vec![N, N]);
+    assert!((c.data[1] - c.data[N]).abs() > 1e-6);
 }
 
 #[test]
 fn real_eri_mo_is_converted_to_column_major() {
     let toml = manifest_dir().join("../programs/mp2_energy.toml");
-    let Some(npy) = shared_data("eri_mo.npy") else {
-        return;
-    };
-    if !toml.is_file() {
-        eprintln!("skipped: {} not found", toml.display());
-        return;
-    }
     let setup = load(&toml, &[]).unwrap();
     let eri = &setup.arrays["eri_mo"];
-    assert_eq!(eri.shape, vec![24, 24, 24, 24]);
-    assert_eq!(setup.arrays["eps"].shape, vec![24]);
+    assert_eq!(eri.shape, vec![N, N, N, N]);
+    assert_eq!(setup.arrays["eps"].shape, vec![N]);
     // Read the C-order elements straight from the file.
-    let bytes = std::fs::read(&npy).unwrap();
+    let bytes = std::fs::read(water_data("eri_mo.npy")).unwrap();
     let header_len = usize::from(u16::from_le_bytes([bytes[8], bytes[9]]));
     let body = &bytes[10 + header_len..];
     let c_element = |p: usize, q: usize, r: usize, s: usize| {
-        let i = ((p * 24 + q) * 24 + r) * 24 + s;
+        let i = ((p * N + q) * N + r) * N + s;
         f64::from_le_bytes(body[8 * i..8 * i + 8].try_into().unwrap())
     };
-    for s in 0..24 {
-        for r in 0..24 {
-            for q in 0..24 {
-                for p in 0..24 {
-                    let column_major = eri.data[p + 24 * (q + 24 * (r + 24 * s))];
+    for s in 0..N {
+        for r in 0..N {
+            for q in 0..N {
+                for p in 0..N {
+                    let column_major = eri.data[p + N * (q + N * (r + N * s))];
                     assert_eq!(column_major, c_element(p, q, r, s), "({p},{q},{r},{s})");
                 }
             }
@@ -843,16 +829,10 @@ fn every_repository_setup_file_loads() {
         eprintln!("skipped: {} not found", programs.display());
         return;
     };
-    let have_data = shared_data("eri_mo.npy").is_some();
     let mut count = 0;
     for entry in entries {
         let path = entry.unwrap().path();
         if path.extension().and_then(|e| e.to_str()) != Some("toml") {
-            continue;
-        }
-        let text = std::fs::read_to_string(&path).unwrap();
-        if !have_data && text.contains("shared/data") {
-            eprintln!("skipped: {} (reference data missing)", path.display());
             continue;
         }
         let setup = load(&path, &[]).unwrap_or_else(|e| panic!("{e}"));

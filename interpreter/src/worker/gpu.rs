@@ -562,6 +562,15 @@ impl Worker<'_> {
         let Some(g) = self.gpu.as_ref() else {
             return Target::Host;
         };
+        // Blocks that cannot be on the device together run on the host: the device is a
+        // place to run faster, never a reason to fail.
+        let bytes: usize = places
+            .iter()
+            .map(|p| p.shape.iter().product::<usize>() * 8)
+            .sum();
+        if bytes > g.copies.budget() {
+            return Target::Host;
+        }
         // Inside gpu_on ... gpu_off the device runs what it can, unless --device cpu.
         if g.regions > 0 && g.placement.mode == DeviceMode::Auto {
             return Target::Device;

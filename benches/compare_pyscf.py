@@ -1,0 +1,65 @@
+#!/usr/bin/env python3
+"""CCSD(T) of water/cc-pVDZ: sial (ACES4's programs on a `sial setup` job) against PySCF, as whole
+processes, alternating, median of N runs each, with the same thread count for both
+(OPENBLAS/OMP/MKL/RAYON_NUM_THREADS).
+
+Usage (repository root, after `cargo build --release`; pip install pyscf):
+    python3 benches/compare_pyscf.py --aces4 ../shared/aces4 [--runs 5] [--threads 1]
+sial runs with --workers 1 --servers 0 for --threads 1, else --workers T --servers 1.
+The PySCF side builds the same molecule with the same basis data (tests/setup/pyscf_references.py).
+"""
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--aces4", required=True, help="folder with ACES4's qm/ programs")
+ap.add_argument("--runs", type=int, default=5)
+ap.add_argument("--threads", type=int, default=1)
+ap.add_argument("--molecule", default="tests/setup/water.xyz")
+ap.add_argument("--basis", default="cc-pvdz")
+args = ap.parse_args()
+
+root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sial = os.path.join(root, "target", "release", "sial")
+env = dict(os.environ)
+for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "RAYON_NUM_THREADS"):
+    env[var] = str(args.threads)
+work = tempfile.mkdtemp(prefix="sial-bench-")
+job = os.path.join(work, "job.json")
+subprocess.run([sial, "setup", "--molecule", args.molecule, "--basis", args.basis,
+                "--method", "ccsd(t)", "-o", job], cwd=root, check=True, capture_output=True)
+ranks = ["--workers", "1", "--servers", "0"] if args.threads == 1 else \
+        ["--workers", str(args.threads), "--servers", "1"]
+sial_cmd = [sial, "run", job, "-q", "--results", os.path.join(work, "r.json")] + ranks
+for d in ("scf", "cc", "utility"):
+    sial_cmd += ["-I", os.path.join(args.aces4, "qm", d)]
+pyscf_src = f"""
+import sys
+sys.argv = ['x']
+src = open({os.path.join(root, 'tests/setup/pyscf_references.py')!r}).read()
+src = src[:src.index('out = {{"pyscf"')]
+g = {{'__file__': {os.path.join(root, 'tests/setup/pyscf_references.py')!r}}}
+exec(src, g)
+from pyscf import scf, cc
+mol = g['molecule']({os.path.join(root, args.molecule)!r}, {args.basis!r}, False)
+mf = scf.RHF(mol); mf.conv_tol = 1e-12; mf.kernel()
+c = cc.CCSD(mf); c.conv_tol = 1e-10; c.kernel(); et = c.ccsd_t()
+print(mf.e_tot + c.e_corr + et)
+"""
+commands = {"sial": sial_cmd, "pyscf": [sys.executable, "-c", pyscf_src]}
+times = {k: [] for k in commands}
+for _ in range(args.runs):
+    for name, cmd in commands.items():
+        t = time.perf_counter()
+        p = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True)
+        times[name].append(time.perf_counter() - t)
+        if p.returncode != 0:
+            sys.exit(f"{name} failed: {p.stderr[-2000:]}")
+for name, ts in times.items():
+    print(f"{name:6} median {statistics.median(ts):7.3f} s  best {min(ts):7.3f} s  ({args.runs} runs)")
+print(f"sial / pyscf (medians): {statistics.median(times['sial']) / statistics.median(times['pyscf']):.2f}")

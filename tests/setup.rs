@@ -164,6 +164,73 @@ fn refused(name: &str, xyz: &str, args: &[&str], parts: &[&str]) -> Result<(), F
 
 const WATER: &str = "3\nwater\nO 0 0 0.1173\nH 0 0.7572 -0.4692\nH 0 -0.7572 -0.4692\n";
 
+/// A water/STO-3G SCF job with one setup value changed (`edit` on the JSON), run with ACES4's
+/// program: its exit status and standard error.
+fn edited_job(
+    aces4: &Path,
+    name: &str,
+    edit: impl Fn(&mut Value),
+) -> Result<(bool, String), Failed> {
+    let dir = scratch(name)?;
+    std::fs::write(dir.join("w.xyz"), WATER).map_err(|e| e.to_string())?;
+    let out = sial(
+        &[
+            "setup",
+            "--molecule",
+            "w.xyz",
+            "--basis",
+            "sto-3g",
+            "-o",
+            "job.json",
+        ],
+        &dir,
+    )?;
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).into_owned().into());
+    }
+    let text = std::fs::read_to_string(dir.join("job.json")).map_err(|e| e.to_string())?;
+    let mut v: Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
+    edit(&mut v);
+    std::fs::write(dir.join("job.json"), v.to_string()).map_err(|e| e.to_string())?;
+    let scf = aces4.join("qm/scf").to_string_lossy().into_owned();
+    let out = sial(&["run", "job.json", "-I", &scf, "-q"], &dir)?;
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok((
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    ))
+}
+
+/// A basis set array that disagrees with `nshells` stops the job with a message naming both and
+/// the program line.
+fn inconsistent_basis(aces4: &Path) -> Result<(), Failed> {
+    let (ok, stderr) = edited_job(aces4, "inconsistent-basis", |v| {
+        v["PredefinedIntegers"]["nshells"] = Value::from(5);
+    })?;
+    let named = stderr.contains("the setup's ivangmom has 4 entries, but nshells is 5")
+        && stderr.contains("at scf_rhf_coreh:");
+    if ok || !named {
+        return Err(format!(
+            "expected a failure naming ivangmom and nshells at scf_rhf_coreh:LINE: {stderr}"
+        )
+        .into());
+    }
+    Ok(())
+}
+
+/// An SCF that reaches scf_iter without converging finishes with a warning naming the loop,
+/// the setup value and the line.
+fn unconverged_scf(aces4: &Path) -> Result<(), Failed> {
+    let (ok, stderr) = edited_job(aces4, "unconverged", |v| {
+        v["PredefinedIntegers"]["scf_iter"] = Value::from(3);
+    })?;
+    let warning = "do kiter ran all its iterations up to scf_iter = 3 without leaving through exit: the iteration has not converged at scf_rhf_coreh:";
+    if !ok || !stderr.contains(warning) {
+        return Err(format!("expected the run to finish with {warning:?}: {stderr}").into());
+    }
+    Ok(())
+}
+
 fn bad_input_trials() -> Vec<Trial> {
     let cases: &[(&str, &str, &[&str], &[&str])] = &[
         (
@@ -300,5 +367,19 @@ fn main() {
         false,
         &["scf_energy"],
     );
+    type Check = fn(&Path) -> Result<(), Failed>;
+    let checks: [(&str, Check); 2] = [
+        ("inconsistent_basis_is_named", inconsistent_basis),
+        ("unconverged_scf_warns", unconverged_scf),
+    ];
+    for (name, check) in checks {
+        trials.push(match &aces4 {
+            Some(d) => {
+                let d = d.clone();
+                Trial::test(name, move || check(&d))
+            }
+            None => Trial::test(name, || Ok(())).with_ignored_flag(true),
+        });
+    }
     libtest_mimic::run(&args, trials).exit();
 }

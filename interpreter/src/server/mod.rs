@@ -35,7 +35,39 @@ pub struct Server<'p> {
     store: BlockStore,
     section: u32,
     marks: Vec<(u32, String)>,
+    once: OncePerStep,
     stats: ServerStats,
+}
+
+/// Requests that every worker sends at the same step of the program (`delete`,
+/// `restore_persistent`) take effect once, at the first worker's: a worker that is already
+/// past the step may have put new blocks into the array, which a later copy of the request
+/// must not remove. Counted per worker, so that a step repeated in a loop acts again.
+#[derive(Default)]
+struct OncePerStep {
+    applied: HashMap<(Step, u32), u32>,
+    seen: HashMap<(Step, u32, u32), u32>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+enum Step {
+    Delete,
+    Restore,
+}
+
+impl OncePerStep {
+    /// Whether this request of `worker` on `array` is the first of its step.
+    fn first(&mut self, step: Step, array: u32, worker: u32) -> bool {
+        let seen = self.seen.entry((step, array, worker)).or_insert(0);
+        *seen += 1;
+        let applied = self.applied.entry((step, array)).or_insert(0);
+        if *seen > *applied {
+            *applied = *seen;
+            true
+        } else {
+            false
+        }
+    }
 }
 
 impl<'p> Server<'p> {
@@ -47,6 +79,7 @@ impl<'p> Server<'p> {
             store: BlockStore::new(rank, names, spill),
             section: 0,
             marks: Vec::new(),
+            once: OncePerStep::default(),
             stats: ServerStats::default(),
         }
     }
@@ -120,7 +153,11 @@ impl<'p> Server<'p> {
                 op,
                 payload,
             } => self.put(from, array, key, shape, op, payload)?,
-            ToServer::Delete { array, .. } => self.store.remove_array(array),
+            ToServer::Delete { from, array } => {
+                if self.once.first(Step::Delete, array, from.worker) {
+                    self.store.remove_array(array)
+                }
+            }
             ToServer::Sync { from } => {
                 // This worker is past the barrier that ended every earlier section.
                 self.store.end_sections_before(from.section);
@@ -134,7 +171,11 @@ impl<'p> Server<'p> {
             ToServer::SetPersistent { array, label, .. } => self.marks.push((array, label)),
             ToServer::RestorePersistent {
                 from, array, label, ..
-            } => self.restore(from, array, &label, saved)?,
+            } => {
+                if self.once.first(Step::Restore, array, from.worker) {
+                    self.restore(from, array, &label, saved)?
+                }
+            }
             ToServer::Snapshot { from, array } => {
                 let blocks = self.all_blocks(array)?;
                 let m = ToWorker::Snapshot {
@@ -391,5 +432,87 @@ pub fn serve(
         if flow == Flow::End {
             return Ok(server.stats());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::message::Payload;
+
+    fn key() -> BlockKey {
+        BlockKey {
+            segments: [1, 1, 1, 1, 1, 1],
+            parents: [0; 6],
+        }
+    }
+
+    fn held(server: &mut Server, saved: &mut Saved) -> Option<Vec<f64>> {
+        let mut got = None;
+        let get = ToServer::Get {
+            from: Origin {
+                worker: 0,
+                section: 0,
+                line: 9,
+            },
+            array: 0,
+            key: key(),
+            prefetch: true,
+        };
+        server
+            .handle(get, saved, &mut |_, m| {
+                if let ToWorker::Block { block, .. } = m {
+                    got = Some(block.data.clone());
+                }
+                Ok(())
+            })
+            .expect("get");
+        got
+    }
+
+    /// A worker that is past a `delete` puts into the array before a slower worker's copy of
+    /// the same `delete` arrives: the late copy removes nothing; the next `delete` acts again.
+    #[test]
+    fn a_late_copy_of_a_delete_keeps_newer_puts() {
+        let source = "sial p\nindex i = 1:2\ndistributed a[i]\nendsial p\n";
+        let c = sial_compiler::compile_source(
+            std::path::Path::new("p.sial"),
+            source.to_string(),
+            &sial_compiler::Options::default(),
+        );
+        let program = c.program.expect("program");
+        let mut server = Server::new(&program, 0, blocks::Spill::default());
+        let mut saved = Saved::new();
+        let from = |worker| Origin {
+            worker,
+            section: 0,
+            line: 1,
+        };
+        let mut send = |server: &mut Server, m: ToServer, saved: &mut Saved| {
+            server
+                .handle(m, saved, &mut |_, _| Ok(()))
+                .expect("request");
+        };
+        let put = |worker| ToServer::Put {
+            from: from(worker),
+            array: 0,
+            key: key(),
+            shape: vec![2],
+            op: PutOp::Accumulate,
+            payload: Payload::Block(vec![1.0, 2.0]),
+        };
+        let delete = |worker| ToServer::Delete {
+            from: from(worker),
+            array: 0,
+        };
+        send(&mut server, put(0), &mut saved);
+        send(&mut server, delete(1), &mut saved);
+        assert_eq!(held(&mut server, &mut saved), None);
+        send(&mut server, put(1), &mut saved);
+        send(&mut server, delete(0), &mut saved);
+        assert_eq!(held(&mut server, &mut saved), Some(vec![1.0, 2.0]));
+        send(&mut server, delete(0), &mut saved);
+        assert_eq!(held(&mut server, &mut saved), None);
+        send(&mut server, delete(1), &mut saved);
     }
 }

@@ -483,10 +483,20 @@ impl<'a> Worker<'a> {
         msg: impl Fn(crate::cluster::message::Origin) -> ToServer,
     ) -> Result<()> {
         if self.rank == 0 {
-            let line = self.line;
-            self.net.get_mut().tell_all_servers(msg, line)?;
+            self.tell_servers_from_every_worker(msg)?;
         }
         Ok(())
+    }
+
+    /// Tells every server, from every worker: for requests that the servers apply once, at the
+    /// first copy (`delete`, `restore_persistent`). Sent by worker 0 alone, such a request could
+    /// reach a server after the puts that a faster worker made past it.
+    pub(crate) fn tell_servers_from_every_worker(
+        &mut self,
+        msg: impl Fn(crate::cluster::message::Origin) -> ToServer,
+    ) -> Result<()> {
+        let line = self.line;
+        self.net.get_mut().tell_all_servers(msg, line)
     }
 
     /// The final state: ints, scalars, storage (for dumps and tests).

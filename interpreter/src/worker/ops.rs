@@ -157,7 +157,7 @@ impl Worker<'_> {
             Op::Delete { array } => {
                 self.net.get_mut().forget(array.0);
                 let array = array.0;
-                self.tell_servers(|from| ToServer::Delete { from, array })
+                self.tell_servers_from_every_worker(|from| ToServer::Delete { from, array })
             }
             Op::Put { dst, op, value } => self.put(dst, *op, value),
             Op::Print { item, newline } => self.print(item, *newline),
@@ -200,10 +200,12 @@ impl Worker<'_> {
                     && let Storage::Remote = self.storage[a.index()]
                 {
                     let array = a.0;
-                    return self.tell_servers(|from| ToServer::RestorePersistent {
-                        from,
-                        array,
-                        label: label.clone(),
+                    return self.tell_servers_from_every_worker(|from| {
+                        ToServer::RestorePersistent {
+                            from,
+                            array,
+                            label: label.clone(),
+                        }
                     });
                 }
                 self.restore(*object, &label)

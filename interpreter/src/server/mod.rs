@@ -488,7 +488,7 @@ mod tests {
             section: 0,
             line: 1,
         };
-        let mut send = |server: &mut Server, m: ToServer, saved: &mut Saved| {
+        let send = |server: &mut Server, m: ToServer, saved: &mut Saved| {
             server
                 .handle(m, saved, &mut |_, _| Ok(()))
                 .expect("request");

@@ -244,9 +244,17 @@ fn load_program(path: &Path, options: &Options) -> Result<bytecode::Program, Exi
             ExitCode::from(1)
         });
     }
-    compile_showing(path, options, false)
+    let program = compile_showing(path, options, false)
         .and_then(|c| c.program)
-        .ok_or(ExitCode::from(1))
+        .ok_or(ExitCode::from(1))?;
+    program.validate().map_err(|e| {
+        eprintln!(
+            "{}: internal error: the compiler produced {e}",
+            path.display()
+        );
+        ExitCode::from(1)
+    })?;
+    Ok(program)
 }
 
 /// The options of `sial run`.

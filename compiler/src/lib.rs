@@ -7,7 +7,7 @@
 // pest_derive without its `std` feature (see Cargo.toml) names the `alloc` crate in its output.
 extern crate alloc;
 
-pub mod bytecode;
+pub use sial_bytecode as bytecode;
 pub mod check;
 pub mod diag;
 pub mod load;

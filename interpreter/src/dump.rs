@@ -4,7 +4,7 @@
 use crate::store::Storage;
 use crate::worker::FinalState;
 use serde_json::{Map, Value, json};
-use sial_compiler::bytecode::ArrayKind;
+use sial_bytecode::ArrayKind;
 
 /// The JSON object of one finished program.
 pub fn program(state: &FinalState<'_>) -> Value {

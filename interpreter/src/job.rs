@@ -13,7 +13,7 @@ use crate::setup::Setup;
 use crate::specials::Registry;
 use crate::worker::prefetch::PrefetchMode;
 use crate::worker::{Env, FinalState, Worker, WorkerStats};
-use sial_compiler::bytecode::Program;
+use sial_bytecode::Program;
 use std::io::Write;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::PathBuf;

@@ -3,7 +3,7 @@
 
 use crate::error::{Result, RuntimeError};
 use crate::setup::Setup;
-use sial_compiler::bytecode::{Bound, IndexKind, IndexSlot, Program};
+use sial_bytecode::{Bound, IndexKind, IndexSlot, Program};
 
 /// Subsegments per segment of a subindex's parent (SIAL-SPEC §3.1.4).
 pub const SUBSEGMENTS: i32 = 4;

@@ -150,11 +150,7 @@ pub enum Storage {
 }
 
 /// `a[1,2]` as text, for messages.
-pub fn block_text(
-    program: &sial_compiler::bytecode::Program,
-    array: usize,
-    key: &BlockKey,
-) -> String {
+pub fn block_text(program: &sial_bytecode::Program, array: usize, key: &BlockKey) -> String {
     let a = &program.arrays[array];
     let segs: Vec<String> = key
         .rank_segments(a.dims.len())

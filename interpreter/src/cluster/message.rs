@@ -3,7 +3,7 @@
 //! can check consistency (§7.7) and name the line in its messages.
 
 use crate::store::{Block, BlockKey};
-use sial_compiler::bytecode::PutOp;
+use sial_bytecode::PutOp;
 use std::sync::Arc;
 
 /// What a put sends: a whole block, or one value for the scalar forms.

@@ -27,7 +27,7 @@ use ::mpi::ffi;
 use ::mpi::point_to_point::{MatchedReceiveVec, Source};
 use ::mpi::raw::AsRaw;
 use ::mpi::topology::{Color, Communicator, SimpleCommunicator};
-use sial_compiler::bytecode::{Program, PutOp};
+use sial_bytecode::{Program, PutOp};
 use std::collections::VecDeque;
 use std::io::Write;
 use std::panic::{AssertUnwindSafe, catch_unwind};

@@ -7,7 +7,7 @@ use super::message::{ToServer, ToWorker};
 use crate::error::{Result, RuntimeError};
 use crate::server::blocks::Spill;
 use crate::server::{Saved, Server};
-use sial_compiler::bytecode::Program;
+use sial_bytecode::Program;
 use std::collections::VecDeque;
 
 pub struct Solo<'p, 's> {

@@ -593,7 +593,7 @@ mod tests {
     use crate::server::{Saved, Server};
     use crate::store::BlockKey;
     use proptest::prelude::*;
-    use sial_compiler::bytecode::PutOp;
+    use sial_bytecode::PutOp;
     use std::collections::HashMap;
 
     #[derive(Debug, Clone)]

@@ -11,7 +11,7 @@ use crate::store::{Block, BlockKey, block_text};
 use blocks::Addend;
 use blocks::{BlockStore, Spill};
 use race::{Access, Mode};
-use sial_compiler::bytecode::{ArrayKind, Program, PutOp};
+use sial_bytecode::{ArrayKind, Program, PutOp};
 use sial_superinstructions as k;
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -6,9 +6,7 @@ use super::remote::Wanted;
 use crate::error::{Result, RuntimeError};
 use crate::layout::Layout;
 use crate::store::{Block, BlockKey, Region, Storage};
-use sial_compiler::bytecode::{
-    ArrayKind, ArraySlot, BlockRef, IndexKind, IndexSlot, Operand, RegionRef,
-};
+use sial_bytecode::{ArrayKind, ArraySlot, BlockRef, IndexKind, IndexSlot, Operand, RegionRef};
 use std::ops::Deref;
 use std::sync::Arc;
 

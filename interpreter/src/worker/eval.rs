@@ -4,7 +4,7 @@
 
 use super::Worker;
 use crate::error::{Result, RuntimeError};
-use sial_compiler::bytecode::{CmpOp, ExprId, ExprOp, ValueType};
+use sial_bytecode::{CmpOp, ExprId, ExprOp, ValueType};
 use sial_superinstructions::{Operand, Shape, dot};
 
 /// Expressions up to this many steps evaluate on stacks on the machine stack.

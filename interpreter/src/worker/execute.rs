@@ -6,9 +6,7 @@ use crate::error::{Result, RuntimeError};
 use crate::print;
 use crate::specials::{Arg, ArgKind, Context};
 use crate::store::{Block, Storage};
-use sial_compiler::bytecode::{
-    ArrayKind, ExecArg, Intent, Operand, Persistent, PrintItem, SpecialSlot,
-};
+use sial_bytecode::{ArrayKind, ExecArg, Intent, Operand, Persistent, PrintItem, SpecialSlot};
 
 impl Worker<'_> {
     fn emit(&mut self, text: &str) -> Result<()> {
@@ -410,7 +408,7 @@ impl Context for Worker<'_> {
                 let mut keys: Vec<_> = map.keys().collect();
                 keys.sort();
                 for k in keys {
-                    out.push(self.block_text(sial_compiler::bytecode::ArraySlot(i as u32), k));
+                    out.push(self.block_text(sial_bytecode::ArraySlot(i as u32), k));
                 }
             }
         }
@@ -430,8 +428,7 @@ impl Context for Worker<'_> {
             .dims
             .get(dim)?;
         match self.layout.range(slot).kind {
-            sial_compiler::bytecode::IndexKind::Simple
-            | sial_compiler::bytecode::IndexKind::Sub => None,
+            sial_bytecode::IndexKind::Simple | sial_bytecode::IndexKind::Sub => None,
             _ => Some(self.layout.offset(slot, 1, segment)),
         }
     }

@@ -22,7 +22,7 @@ use crate::device::{
 };
 use crate::error::{Result, RuntimeError};
 use crate::store::{Block, BlockKey, Storage};
-use sial_compiler::bytecode::{
+use sial_bytecode::{
     ArrayKind, BlockRef, ExprId, ExprOp, Op, Operand, PrintItem, Program, PutValue, ScalarUpdate,
     Sign,
 };
@@ -521,8 +521,8 @@ impl Worker<'_> {
 
     /// The block arguments of a special, when nothing else it gets can reach local blocks
     /// (regions, whole arrays other than static ones).
-    fn block_args(&self, args: &[sial_compiler::bytecode::ExecArg]) -> Option<Vec<BlockRef>> {
-        use sial_compiler::bytecode::ExecArg;
+    fn block_args(&self, args: &[sial_bytecode::ExecArg]) -> Option<Vec<BlockRef>> {
+        use sial_bytecode::ExecArg;
         let mut blocks = Vec::new();
         for a in args {
             match a {
@@ -536,7 +536,7 @@ impl Worker<'_> {
     }
 
     /// Local and temp arrays: blocks in the worker's storage.
-    fn local_blocks(&self, a: sial_compiler::bytecode::ArraySlot) -> bool {
+    fn local_blocks(&self, a: sial_bytecode::ArraySlot) -> bool {
         matches!(self.storage[a.index()], Storage::Blocks(_))
             && matches!(
                 self.program.arrays[a.index()].kind,
@@ -584,7 +584,7 @@ impl Worker<'_> {
     /// data to the host, `gpu_free` does that and drops the device copy. They never change
     /// results; without a device they do nothing.
     pub(super) fn gpu_hint(&mut self, op: &Op) -> Result<()> {
-        use sial_compiler::bytecode::{ExecArg, GpuOp};
+        use sial_bytecode::{ExecArg, GpuOp};
         let Some(g) = self.gpu.as_mut() else {
             return Ok(());
         };
@@ -731,7 +731,7 @@ impl Worker<'_> {
         // Fetched operands' data (waits for them).
         let mut fetched_data = Vec::new();
         for p in places.iter().filter(|p| p.fetched) {
-            let slot = sial_compiler::bytecode::ArraySlot(p.key.0);
+            let slot = sial_bytecode::ArraySlot(p.key.0);
             fetched_data.push(self.read_remote(slot, p.key.1, &p.shape)?);
         }
         let Some(g) = self.gpu.as_mut() else {
@@ -806,7 +806,7 @@ impl Worker<'_> {
             && kind == ArrayKind::Temp
             && let Some(scope) = self.scopes.last_mut()
         {
-            scope.push((sial_compiler::bytecode::ArraySlot(key.0), key.1));
+            scope.push((sial_bytecode::ArraySlot(key.0), key.1));
         }
     }
 }
@@ -835,7 +835,7 @@ fn store_written_back(g: &mut Gpu, storage: &mut [Storage], written_back: Vec<(K
 }
 
 /// The permutation of a copy, or `None` for a plain copy.
-fn perm_of(layout: &sial_compiler::bytecode::Layout) -> Option<Vec<usize>> {
+fn perm_of(layout: &sial_bytecode::Layout) -> Option<Vec<usize>> {
     (!layout.is_identity()).then(|| {
         layout
             .perm

@@ -15,7 +15,7 @@ use super::Worker;
 use super::loops::{Frame, Manager};
 use super::remote::Prefetched;
 use crate::error::Result;
-use sial_compiler::bytecode::{BlockRef, IndexSlot, Op};
+use sial_bytecode::{BlockRef, IndexSlot, Op};
 use smallvec::SmallVec;
 use std::collections::VecDeque;
 

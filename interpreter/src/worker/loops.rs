@@ -7,7 +7,7 @@ use super::Worker;
 use super::lookahead::Ahead;
 use crate::error::{Result, RuntimeError};
 use crate::layout::SUBSEGMENTS;
-use sial_compiler::bytecode::{ExprId, IndexKind, IndexSlot, Op};
+use sial_bytecode::{ExprId, IndexKind, IndexSlot, Op};
 
 /// An active loop.
 pub(crate) struct Frame {
@@ -167,7 +167,7 @@ impl Worker<'_> {
             return;
         }
         let index = &self.program.indices[frame.indices[0].index()];
-        let sial_compiler::bytecode::Bound::Predefined(limit) = index.hi else {
+        let sial_bytecode::Bound::Predefined(limit) = index.hi else {
             return;
         };
         let has_exit = self.program.code[frame.start + 1..frame.end]

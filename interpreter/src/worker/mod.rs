@@ -22,7 +22,7 @@ use crate::specials::Registry;
 use crate::store::{Block, BlockKey, BlockMap, Held, Storage};
 use loops::Frame;
 use remote::Net;
-use sial_compiler::bytecode::{ArrayKind, ArraySlot, Op, Persistent, Program};
+use sial_bytecode::{ArrayKind, ArraySlot, Op, Persistent, Program};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::io::Write;
@@ -133,7 +133,7 @@ impl<'a> Worker<'a> {
             }
             for &d in &a.dims {
                 let r = layout.range(d);
-                if r.kind != sial_compiler::bytecode::IndexKind::Sub && r.count() == 0 {
+                if r.kind != sial_bytecode::IndexKind::Sub && r.count() == 0 {
                     return Err(RuntimeError::input(format!(
                         "array {} has a dimension over index {} with no segments ({}:{})",
                         a.name, r.name, r.lo, r.hi
@@ -335,20 +335,20 @@ impl<'a> Worker<'a> {
                 let v = self.eval_int(*value)?;
                 let x = &mut self.ints[target.index()];
                 *x = match op {
-                    sial_compiler::bytecode::ScalarAssign::Set => v,
-                    sial_compiler::bytecode::ScalarAssign::Add => x.wrapping_add(v),
-                    sial_compiler::bytecode::ScalarAssign::Sub => x.wrapping_sub(v),
-                    sial_compiler::bytecode::ScalarAssign::Mul => x.wrapping_mul(v),
+                    sial_bytecode::ScalarAssign::Set => v,
+                    sial_bytecode::ScalarAssign::Add => x.wrapping_add(v),
+                    sial_bytecode::ScalarAssign::Sub => x.wrapping_sub(v),
+                    sial_bytecode::ScalarAssign::Mul => x.wrapping_mul(v),
                 };
             }
             Op::AssignScalar { target, op, value } => {
                 let v = self.eval_scalar(*value)?;
                 let x = &mut self.scalars[target.index()];
                 *x = match op {
-                    sial_compiler::bytecode::ScalarAssign::Set => v,
-                    sial_compiler::bytecode::ScalarAssign::Add => *x + v,
-                    sial_compiler::bytecode::ScalarAssign::Sub => *x - v,
-                    sial_compiler::bytecode::ScalarAssign::Mul => *x * v,
+                    sial_bytecode::ScalarAssign::Set => v,
+                    sial_bytecode::ScalarAssign::Add => *x + v,
+                    sial_bytecode::ScalarAssign::Sub => *x - v,
+                    sial_bytecode::ScalarAssign::Mul => *x * v,
                 };
             }
             Op::Collective { target, value } => {
@@ -389,7 +389,7 @@ impl<'a> Worker<'a> {
 
     /// `get`/`request`: the block is requested unless already fetched in this section, and so
     /// are the blocks this `get` will want in the coming iterations (prefetch).
-    fn get(&mut self, block: &sial_compiler::bytecode::BlockRef, pc: usize) -> Result<()> {
+    fn get(&mut self, block: &sial_bytecode::BlockRef, pc: usize) -> Result<()> {
         let (key, shape) = self.locate(block)?;
         // Scopes closed since the last block instruction freed local blocks.
         let local = self.own_bytes();
@@ -414,7 +414,7 @@ impl<'a> Worker<'a> {
     }
 
     /// `assert_same x`: worker 0's value, checked against this worker's and adopted.
-    fn assert_same(&mut self, target: sial_compiler::bytecode::ScalarSlot) -> Result<()> {
+    fn assert_same(&mut self, target: sial_bytecode::ScalarSlot) -> Result<()> {
         let mine = self.scalars[target.index()];
         let theirs = self.net.get_mut().link.broadcast(0, vec![mine])?;
         let master = theirs.first().copied().unwrap_or(mine);
@@ -435,11 +435,7 @@ impl<'a> Worker<'a> {
     }
 
     /// `broadcast_from r s`: worker r's copy of the static array on every worker.
-    fn broadcast_from(
-        &mut self,
-        root: sial_compiler::bytecode::ExprId,
-        array: ArraySlot,
-    ) -> Result<()> {
+    fn broadcast_from(&mut self, root: sial_bytecode::ExprId, array: ArraySlot) -> Result<()> {
         let r = self.eval_int(root)?;
         if r < 0 || r as usize >= self.workers {
             return Err(RuntimeError::program(format!(
@@ -522,7 +518,7 @@ pub struct FinalState<'w> {
 
 /// The array an instruction writes, for messages.
 fn written_array(op: &Op) -> Option<ArraySlot> {
-    use sial_compiler::bytecode::Operand;
+    use sial_bytecode::Operand;
     let operand = |o: &Operand| match o {
         Operand::Block(b) => b.array,
         Operand::Region(r) => r.array,

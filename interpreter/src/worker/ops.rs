@@ -5,7 +5,7 @@ use super::Worker;
 use crate::cluster::message::{Payload, ToServer};
 use crate::error::{Result, RuntimeError};
 use crate::store::{Block, BlockKey, Storage};
-use sial_compiler::bytecode::{BlockRef, Layout, Op, PutOp, PutValue, ScalarUpdate, Sign};
+use sial_bytecode::{BlockRef, Layout, Op, PutOp, PutValue, ScalarUpdate, Sign};
 use sial_superinstructions as k;
 use std::sync::Arc;
 
@@ -164,7 +164,7 @@ impl Worker<'_> {
             Op::Execute { special, args } => self.execute(*special, args),
             Op::SetPersistent { object, label } => {
                 let label = self.program.strings[label.index()].clone();
-                if let sial_compiler::bytecode::Persistent::Array(a) = object
+                if let sial_bytecode::Persistent::Array(a) = object
                     && let Some((_, first)) = self.marks.iter().find(|(o, _)| o == object)
                 {
                     // ACES4's servers refuse a second mark; its workers keep the first label
@@ -182,7 +182,7 @@ impl Worker<'_> {
                     return Ok(());
                 }
                 self.marks.push((*object, label.clone()));
-                if let sial_compiler::bytecode::Persistent::Array(a) = object
+                if let sial_bytecode::Persistent::Array(a) = object
                     && let Storage::Remote = self.storage[a.index()]
                 {
                     let array = a.0;
@@ -196,7 +196,7 @@ impl Worker<'_> {
             }
             Op::RestorePersistent { object, label } => {
                 let label = self.program.strings[label.index()].clone();
-                if let sial_compiler::bytecode::Persistent::Array(a) = object
+                if let sial_bytecode::Persistent::Array(a) = object
                     && let Storage::Remote = self.storage[a.index()]
                 {
                     let array = a.0;
@@ -257,8 +257,7 @@ impl Worker<'_> {
                     .offset(x, self.layout.range(x).lo, key.segments[d])
             })
             .collect();
-        let temp =
-            self.program.arrays[r.array.index()].kind == sial_compiler::bytecode::ArrayKind::Temp;
+        let temp = self.program.arrays[r.array.index()].kind == sial_bytecode::ArrayKind::Temp;
         match &mut self.storage[r.array.index()] {
             Storage::Blocks(map) => {
                 if map.insert(key, block).is_none()
@@ -280,8 +279,8 @@ impl Worker<'_> {
     /// `allocate a[i, *]` / `deallocate a[i, *]`: wildcards range over the declared range.
     fn allocate(
         &mut self,
-        array: sial_compiler::bytecode::ArraySlot,
-        selector: &[Option<sial_compiler::bytecode::IndexSlot>],
+        array: sial_bytecode::ArraySlot,
+        selector: &[Option<sial_bytecode::IndexSlot>],
         allocate: bool,
     ) -> Result<()> {
         let dims = self.program.arrays[array.index()].dims.clone();

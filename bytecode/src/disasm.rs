@@ -570,26 +570,3 @@ fn perm(l: &Layout) -> String {
         .collect();
     format!("perm[{}]", p.join(","))
 }
-
-#[cfg(test)]
-mod tests {
-    use crate::{Options, compile_source};
-
-    fn listing(src: &str) -> String {
-        let c = compile_source(
-            std::path::Path::new("t.sial"),
-            src.to_string(),
-            &Options::default(),
-        );
-        super::disassemble(&c.program.expect("compiles"), &|_, _| None)
-    }
-
-    #[test]
-    fn expressions_keep_their_grouping() {
-        let text = listing(
-            "sial t\nindex i = 1:2\nscalar s\nint n\ntemp a[i]\ntemp b[i]\ndo i\ns = (scalar) (100 * i + n)\na[i] = 1.0\nb[i] = a[i] * (s + 1.0)\nenddo i\nendsial t\n",
-        );
-        assert!(text.contains("s = (scalar)((100 * i) + n)"), "{text}");
-        assert!(text.contains("fill b[i] a[i] * (s + 1.0)"), "{text}");
-    }
-}

@@ -1,7 +1,8 @@
 //! The bytecode file: `MAGIC`, format version (u32 LE), payload length (u64 LE), CRC-32 of the
-//! payload (u32 LE), then the [`Program`] encoded with postcard.
+//! payload (u32 LE), then the [`Program`] encoded with postcard. A decoded program is validated
+//! ([`Program::validate`]) before it is returned.
 
-use super::Program;
+use crate::Program;
 use thiserror::Error;
 
 /// First bytes of every bytecode file.
@@ -24,6 +25,8 @@ pub enum LoadError {
     Checksum,
     #[error("bytecode file is corrupt: {0}")]
     Decode(String),
+    #[error("{0}")]
+    Invalid(#[from] crate::Invalid),
 }
 
 pub fn encode(program: &Program) -> Vec<u8> {
@@ -78,62 +81,8 @@ pub fn decode(bytes: &[u8]) -> Result<Program, LoadError> {
     if crc32fast::hash(payload) != checksum {
         return Err(LoadError::Checksum);
     }
-    postcard::from_bytes(payload).map_err(|e| LoadError::Decode(e.to_string()))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::{Options, compile_source};
-
-    fn program() -> Program {
-        let src = "sial t\nindex i = 1:3\nstatic s[i]\nscalar x = 0.5\ndo i\ns[i] = x\nx += s[i] * 2.0\nenddo i\nendsial t\n";
-        let c = compile_source(
-            std::path::Path::new("t.sial"),
-            src.to_string(),
-            &Options::default(),
-        );
-        c.program.expect("compiles")
-    }
-
-    #[test]
-    fn round_trip() {
-        let p = program();
-        assert_eq!(decode(&encode(&p)), Ok(p));
-    }
-
-    #[test]
-    fn every_truncation_is_an_error() {
-        let bytes = encode(&program());
-        for n in 0..bytes.len() {
-            assert!(decode(&bytes[..n]).is_err(), "prefix of {n} bytes accepted");
-        }
-    }
-
-    #[test]
-    fn every_flipped_payload_byte_is_detected() {
-        let bytes = encode(&program());
-        for i in HEADER_LEN..bytes.len() {
-            let mut b = bytes.clone();
-            b[i] ^= 0x01;
-            assert_eq!(decode(&b), Err(LoadError::Checksum), "byte {i}");
-        }
-    }
-
-    #[test]
-    fn foreign_and_future_files() {
-        assert_eq!(
-            decode(b"\x7fELF\x02\x01\x01\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0"),
-            Err(LoadError::NotBytecode)
-        );
-        let mut b = encode(&program());
-        b[8] = 2;
-        assert_eq!(
-            decode(&b),
-            Err(LoadError::Version {
-                found: 2,
-                expected: FORMAT_VERSION
-            })
-        );
-    }
+    let program: Program =
+        postcard::from_bytes(payload).map_err(|e| LoadError::Decode(e.to_string()))?;
+    program.validate()?;
+    Ok(program)
 }

@@ -9,9 +9,11 @@
 
 mod disasm;
 mod file;
+mod validate;
 
 pub use disasm::disassemble;
 pub use file::{FORMAT_VERSION, LoadError, MAGIC, decode, encode};
+pub use validate::Invalid;
 
 use serde::{Deserialize, Serialize};
 

@@ -8,10 +8,12 @@
 //! compiler; loops and procedures are explicit; every instruction has a source location.
 
 mod disasm;
+mod effects;
 mod file;
 mod validate;
 
 pub use disasm::disassemble;
+pub use effects::{Access, Class, Effects, Target};
 pub use file::{FORMAT_VERSION, LoadError, MAGIC, decode, encode};
 pub use validate::Invalid;
 

@@ -197,41 +197,6 @@ enum Kernel {
     ScaleCopy(f64, bool),
 }
 
-/// Instructions that touch no block of the worker's storage.
-fn blockless(op: &Op) -> bool {
-    matches!(
-        op,
-        Op::Jump { .. }
-            | Op::JumpUnless { .. }
-            | Op::Call { .. }
-            | Op::Return
-            | Op::End
-            | Op::DoStart { .. }
-            | Op::DoInStart { .. }
-            | Op::PardoStart { .. }
-            | Op::LoopEnd { .. }
-            | Op::Exit { .. }
-            | Op::SectionStart
-            | Op::GpuOn
-            | Op::GpuOff
-            | Op::Gpu { .. }
-            | Op::Create { .. }
-            | Op::AssignInt { .. }
-            | Op::AssignScalar { .. }
-            | Op::Collective { .. }
-            | Op::AssertSame { .. }
-            | Op::Get { .. }
-    )
-}
-
-/// Instructions that read blocks but write none of the worker's storage.
-fn reads_only(op: &Op) -> bool {
-    matches!(
-        op,
-        Op::Put { .. } | Op::Print { .. } | Op::SetPersistent { .. } | Op::Delete { .. }
-    )
-}
-
 impl Worker<'_> {
     /// Before any instruction: an expression that reads blocks (an element, a dot product)
     /// needs their newest data on the host.
@@ -242,43 +207,18 @@ impl Worker<'_> {
         if g.dirty.is_empty() {
             return Ok(());
         }
-        let one = std::slice::from_ref;
-        let exprs: &[ExprId] = match op {
-            Op::AssignInt { value, .. }
-            | Op::AssignScalar { value, .. }
-            | Op::Collective { value, .. }
-            | Op::BlockScalar { value, .. } => one(value),
-            Op::JumpUnless { cond, .. } => one(cond),
-            Op::BlockScaleCopy { factor, .. } => one(factor),
-            Op::BroadcastFrom { root, .. } => one(root),
-            Op::Put {
-                value: PutValue::Scalar(e),
-                ..
-            }
-            | Op::Print {
-                item: PrintItem::ScalarExpr(e) | PrintItem::IntExpr(e),
-                ..
-            } => one(e),
-            Op::DoStart { wheres, .. }
-            | Op::DoInStart { wheres, .. }
-            | Op::PardoStart { wheres, .. } => wheres,
-            Op::LoopEnd { .. } => self.frames.last().map_or(&[], |f| &f.wheres),
-            _ => &[],
+        // A loop's end evaluates the where clauses of the loop it continues.
+        let effects;
+        let exprs: &[ExprId] = if let Op::LoopEnd { .. } = op {
+            self.frames.last().map_or(&[], |f| &f.wheres)
+        } else {
+            effects = self.program.effects(op);
+            &effects.exprs
         };
         let mut refs = Vec::new();
         for &e in exprs {
-            if !g.reads_blocks.get(e.index()).copied().unwrap_or(true) {
-                continue;
-            }
-            for o in &self.program.expr(e).ops {
-                match o {
-                    ExprOp::LoadBlockScalar(b) => refs.push(b.clone()),
-                    ExprOp::Dot { left, right, .. } => {
-                        refs.push(left.clone());
-                        refs.push(right.clone());
-                    }
-                    _ => {}
-                }
+            if g.reads_blocks.get(e.index()).copied().unwrap_or(true) {
+                refs.extend(self.program.expr_blocks(e).cloned());
             }
         }
         self.flush_refs(&refs)
@@ -308,7 +248,7 @@ impl Worker<'_> {
     /// Runs a block instruction: on the device when the placement says so, else on the host
     /// after bringing the host copies it needs up to date.
     pub(super) fn placed_op(&mut self, op: &Op, pc: usize) -> Result<()> {
-        if self.gpu.is_none() || blockless(op) {
+        if self.gpu.is_none() {
             return self.block_op(op);
         }
         if let Some((places, kernel, device)) = self.device_form(op)? {
@@ -361,10 +301,26 @@ impl Worker<'_> {
             g.copies.note_host_instruction();
         }
         let r = self.block_op(op);
-        if !reads_only(op) {
+        if self.writes_own_blocks(op) {
             self.drop_local_copies()?;
         }
         r
+    }
+
+    /// Whether the instruction may write blocks of the worker's own storage. A special may
+    /// write any of them, whatever it is given and its declared intents say (ACES4's programs
+    /// declare some wrong, and a special reaches arrays through its context too).
+    fn writes_own_blocks(&self, op: &Op) -> bool {
+        if let Op::Execute { .. } = op {
+            return true;
+        }
+        let effects = self.program.effects(op);
+        effects.uses.iter().any(|(target, access)| {
+            access.writes()
+                && target
+                    .array()
+                    .is_some_and(|a| !self.program.arrays[a.index()].kind.is_remote())
+        })
     }
 
     /// The blocks and kernel of a block instruction of a kind the device can run, and whether
@@ -468,7 +424,44 @@ impl Worker<'_> {
                     Kernel::ScaleCopy(f, *accumulate),
                 )
             }
-            _ => return Ok(None),
+            // The host runs these (slices, specials, allocation, remote and output work), and
+            // `step` itself the rest.
+            Op::Slice { .. }
+            | Op::Insert { .. }
+            | Op::Execute { .. }
+            | Op::Allocate { .. }
+            | Op::Deallocate { .. }
+            | Op::AllocateRegion { .. }
+            | Op::DeallocateRegion { .. }
+            | Op::Create { .. }
+            | Op::Delete { .. }
+            | Op::Get { .. }
+            | Op::Put { .. }
+            | Op::Print { .. }
+            | Op::SetPersistent { .. }
+            | Op::RestorePersistent { .. }
+            | Op::Jump { .. }
+            | Op::JumpUnless { .. }
+            | Op::Call { .. }
+            | Op::Return
+            | Op::End
+            | Op::Stop
+            | Op::DoStart { .. }
+            | Op::DoInStart { .. }
+            | Op::PardoStart { .. }
+            | Op::LoopEnd { .. }
+            | Op::Exit { .. }
+            | Op::SectionStart
+            | Op::SectionEnd
+            | Op::Barrier { .. }
+            | Op::AssignInt { .. }
+            | Op::AssignScalar { .. }
+            | Op::Collective { .. }
+            | Op::AssertSame { .. }
+            | Op::BroadcastFrom { .. }
+            | Op::GpuOn
+            | Op::GpuOff
+            | Op::Gpu { .. } => return Ok(None),
         };
         // The device runs it when every block is a local/temp block or a fetched one; else
         // the host does, and `places` still names the local blocks it uses.
@@ -579,29 +572,28 @@ impl Worker<'_> {
             .choose(&current, &ahead, |key| g.copies.newest_on(key))
     }
 
-    /// `gpu_on`/`gpu_off` and `gpu_allocate/put/get/free` (SIAL-SPEC §4.19) as hints: a region
-    /// prefers the device; `gpu_put` uploads a local block now, `gpu_get` brings its newest
-    /// data to the host, `gpu_free` does that and drops the device copy. They never change
-    /// results; without a device they do nothing.
-    pub(super) fn gpu_hint(&mut self, op: &Op) -> Result<()> {
+    /// `gpu_on` (`on`) and `gpu_off`: instructions of a region prefer the device.
+    pub(super) fn gpu_region(&mut self, on: bool) {
+        if let Some(g) = self.gpu.as_mut() {
+            g.regions = if on {
+                g.regions + 1
+            } else {
+                g.regions.saturating_sub(1)
+            };
+        }
+    }
+
+    /// `gpu_allocate/put/get/free` (SIAL-SPEC §4.19) as hints: `gpu_put` uploads a local block
+    /// now, `gpu_get` brings its newest data to the host, `gpu_free` does that and drops the
+    /// device copy. They never change results; without a device they do nothing.
+    pub(super) fn gpu_hint(
+        &mut self,
+        gop: sial_bytecode::GpuOp,
+        arg: &sial_bytecode::ExecArg,
+    ) -> Result<()> {
         use sial_bytecode::{ExecArg, GpuOp};
-        let Some(g) = self.gpu.as_mut() else {
+        let (Some(_), ExecArg::Block(b)) = (self.gpu.as_ref(), arg) else {
             return Ok(());
-        };
-        let (gop, b) = match op {
-            Op::GpuOn => {
-                g.regions += 1;
-                return Ok(());
-            }
-            Op::GpuOff => {
-                g.regions = g.regions.saturating_sub(1);
-                return Ok(());
-            }
-            Op::Gpu {
-                op,
-                arg: ExecArg::Block(b),
-            } => (*op, b),
-            _ => return Ok(()),
         };
         if !self.local_blocks(b.array) {
             return Ok(());

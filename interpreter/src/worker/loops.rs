@@ -41,30 +41,28 @@ pub(super) enum Manager {
     Static,
 }
 
+/// What a loop's start instruction says.
+pub(super) struct LoopHead<'o> {
+    pub(super) indices: &'o [IndexSlot],
+    pub(super) wheres: &'o [ExprId],
+    pub(super) end: sial_bytecode::Pc,
+    /// A pardo, with its pragma; `None` for a `do` loop.
+    pub(super) pardo: Option<Option<sial_bytecode::StringSlot>>,
+}
+
 impl Worker<'_> {
-    pub(super) fn loop_start(&mut self, op: &Op, pc: usize) -> Result<usize> {
-        let (indices, wheres, end, manager) = match op {
-            Op::DoStart { index, wheres, end } => {
-                (vec![*index], wheres.clone(), *end as usize, Manager::All)
-            }
-            Op::DoInStart {
-                index, wheres, end, ..
-            } => (vec![*index], wheres.clone(), *end as usize, Manager::All),
-            Op::PardoStart {
-                indices,
-                wheres,
-                end,
-                pragma,
-            } => {
-                let manager = match pragma {
-                    Some(p) => self.manager(&self.program.strings[p.index()]),
-                    None => Manager::Balanced,
-                };
-                (indices.clone(), wheres.clone(), *end as usize, manager)
-            }
-            _ => return Err(RuntimeError::new("internal: not a loop")),
+    pub(super) fn loop_start(&mut self, head: LoopHead, pc: usize) -> Result<usize> {
+        let manager = match head.pardo {
+            Some(Some(p)) => self.manager(&self.program.strings[p.index()]),
+            Some(None) => Manager::Balanced,
+            None => Manager::All,
         };
-        let pardo = matches!(op, Op::PardoStart { .. });
+        let pardo = head.pardo.is_some();
+        let (indices, wheres, end) = (
+            head.indices.to_vec(),
+            head.wheres.to_vec(),
+            head.end as usize,
+        );
         let mut lo = Vec::new();
         let mut hi = Vec::new();
         for &i in &indices {

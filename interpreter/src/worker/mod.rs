@@ -323,13 +323,38 @@ impl<'a> Worker<'a> {
             }
             Op::End => return Ok(None),
             Op::Stop => return Err(RuntimeError::new("sial stop command caused program abort")),
-            Op::DoStart { .. } | Op::DoInStart { .. } | Op::PardoStart { .. } => {
-                return self.loop_start(op, pc).map(Some);
+            Op::DoStart { index, wheres, end }
+            | Op::DoInStart {
+                index, wheres, end, ..
+            } => {
+                let head = loops::LoopHead {
+                    indices: std::slice::from_ref(index),
+                    wheres,
+                    end: *end,
+                    pardo: None,
+                };
+                return self.loop_start(head, pc).map(Some);
+            }
+            Op::PardoStart {
+                indices,
+                wheres,
+                pragma,
+                end,
+            } => {
+                let head = loops::LoopHead {
+                    indices,
+                    wheres,
+                    end: *end,
+                    pardo: Some(*pragma),
+                };
+                return self.loop_start(head, pc).map(Some);
             }
             Op::LoopEnd { start } => return self.loop_end(*start as usize, pc).map(Some),
             Op::Exit { start } => return self.loop_exit(*start as usize).map(Some),
             Op::SectionStart | Op::Create { .. } => {}
-            Op::GpuOn | Op::GpuOff | Op::Gpu { .. } => self.gpu_hint(op)?,
+            Op::GpuOn => self.gpu_region(true),
+            Op::GpuOff => self.gpu_region(false),
+            Op::Gpu { op, arg } => self.gpu_hint(*op, arg)?,
             Op::SectionEnd | Op::Barrier { .. } => self.barrier()?,
             Op::AssignInt { target, op, value } => {
                 let v = self.eval_int(*value)?;
@@ -361,7 +386,24 @@ impl<'a> Worker<'a> {
             Op::Get { block } => self.get(block, pc)?,
             Op::AssertSame { target } => self.assert_same(*target)?,
             Op::BroadcastFrom { root, array } => self.broadcast_from(*root, *array)?,
-            _ => {
+            Op::BlockScalar { .. }
+            | Op::BlockCopy { .. }
+            | Op::BlockAccumulate { .. }
+            | Op::BlockSum { .. }
+            | Op::BlockContract { .. }
+            | Op::BlockScaleCopy { .. }
+            | Op::Slice { .. }
+            | Op::Insert { .. }
+            | Op::Execute { .. }
+            | Op::Allocate { .. }
+            | Op::Deallocate { .. }
+            | Op::AllocateRegion { .. }
+            | Op::DeallocateRegion { .. }
+            | Op::Delete { .. }
+            | Op::Put { .. }
+            | Op::Print { .. }
+            | Op::SetPersistent { .. }
+            | Op::RestorePersistent { .. } => {
                 self.placed_op(op, pc)?;
                 self.check_memory(op)?;
             }
@@ -380,7 +422,13 @@ impl<'a> Worker<'a> {
         let local = self.own_bytes();
         let program = self.program;
         let written = || {
-            written_array(op)
+            program
+                .effects(op)
+                .uses
+                .iter()
+                .filter(|(_, access)| access.writes())
+                .filter_map(|(target, _)| target.array())
+                .find(|a| !program.arrays[a.index()].kind.is_remote())
                 .map(|a| format!("writing {}", program.arrays[a.index()].name))
                 .unwrap_or_else(|| "here".to_string())
         };
@@ -514,26 +562,6 @@ pub struct FinalState<'w> {
     pub ints: &'w [i32],
     pub scalars: &'w [f64],
     pub storage: &'w [Storage],
-}
-
-/// The array an instruction writes, for messages.
-fn written_array(op: &Op) -> Option<ArraySlot> {
-    use sial_bytecode::Operand;
-    let operand = |o: &Operand| match o {
-        Operand::Block(b) => b.array,
-        Operand::Region(r) => r.array,
-    };
-    match op {
-        Op::BlockScalar { dst, .. } | Op::BlockCopy { dst, .. } => Some(operand(dst)),
-        Op::BlockAccumulate { dst, .. }
-        | Op::BlockSum { dst, .. }
-        | Op::BlockContract { dst, .. }
-        | Op::BlockScaleCopy { dst, .. }
-        | Op::Slice { dst, .. }
-        | Op::Insert { dst, .. } => Some(dst.array),
-        Op::Allocate { array, .. } => Some(*array),
-        _ => None,
-    }
 }
 
 fn predefined_array(

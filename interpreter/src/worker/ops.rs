@@ -210,8 +210,32 @@ impl Worker<'_> {
                 }
                 self.restore(*object, &label)
             }
-            other => Err(RuntimeError::new(format!(
-                "internal: unhandled instruction {other:?}"
+            // Carried out by `Worker::step` itself, never placed.
+            Op::Jump { .. }
+            | Op::JumpUnless { .. }
+            | Op::Call { .. }
+            | Op::Return
+            | Op::End
+            | Op::Stop
+            | Op::DoStart { .. }
+            | Op::DoInStart { .. }
+            | Op::PardoStart { .. }
+            | Op::LoopEnd { .. }
+            | Op::Exit { .. }
+            | Op::SectionStart
+            | Op::SectionEnd
+            | Op::Barrier { .. }
+            | Op::AssignInt { .. }
+            | Op::AssignScalar { .. }
+            | Op::Collective { .. }
+            | Op::AssertSame { .. }
+            | Op::BroadcastFrom { .. }
+            | Op::Create { .. }
+            | Op::Get { .. }
+            | Op::GpuOn
+            | Op::GpuOff
+            | Op::Gpu { .. } => Err(RuntimeError::new(format!(
+                "internal: {op:?} is not a block instruction"
             ))),
         }
     }

@@ -290,7 +290,7 @@ fn threads_give_the_dump_of_one_process() {
     );
 }
 
-/// Prefetching never changes results (DESIGN.md §3): off, auto and fixed depths, with and
+/// Prefetching never changes results (docs/ARCHITECTURE.md "Prefetch"): off, auto and fixed depths, with and
 /// without a simulated server latency.
 #[test]
 fn prefetch_depths_give_the_dump_of_one_process() {

@@ -1,4 +1,4 @@
-//! Devices (DESIGN.md §3 "Devices", "Placement"), on the host-memory device
+//! Devices (docs/ARCHITECTURE.md "Devices"), on the host-memory device
 //! (`--gpu-backend host`: separate device memory, copies on stream threads, the same version
 //! protocol, pinned cache and placement as a GPU): transfer counts of the protocol, the
 //! pinned cache on the water programs, eviction under a device memory budget, automatic

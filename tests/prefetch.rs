@@ -1,4 +1,4 @@
-//! Prefetching (DESIGN.md §3 "Prefetch with lazy index probing"): the figures it reports,
+//! Prefetching (docs/ARCHITECTURE.md "Prefetch"): the figures it reports,
 //! and that it changes no result and no error: speculative requests are not reads for race
 //! checking until a `get` uses them, a prefetched block that does not exist is no error, and a
 //! race through a prefetched block is still reported. (Every program of `programs/` is run

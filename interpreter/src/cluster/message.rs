@@ -23,7 +23,7 @@ pub struct Origin {
 
 #[derive(Debug, Clone)]
 pub enum ToServer {
-    /// `get`/`request`: reply with the block. A `prefetch` is speculative (DESIGN.md §3
+    /// `get`/`request`: reply with the block. A `prefetch` is speculative (docs/ARCHITECTURE.md
     /// "Prefetch"): it is not a read for consistency checking until a `Claims` names it, and
     /// a missing block is answered with `Missing` instead of an error.
     Get {

@@ -1,4 +1,4 @@
-//! Everything that crosses ranks (SIAL-SPEC §7.2–§7.6; DESIGN.md §3 "Transports"): the messages
+//! Everything that crosses ranks (SIAL-SPEC §7.2–§7.6; docs/ARCHITECTURE.md "Ranks and transports"): the messages
 //! of the worker–server protocol, the rank layout, and the links a worker and a server talk
 //! through. Transports implement the links: [`solo`] (one worker, the server inside it),
 //! [`local`] (ranks are threads) and, with the `mpi` feature, `mpi` (ranks are processes).

@@ -1,4 +1,4 @@
-//! The blocks a server holds (SIAL-SPEC §7.8; DESIGN.md §3 "Server memory and disk spill"):
+//! The blocks a server holds (SIAL-SPEC §7.8; docs/ARCHITECTURE.md "Server memory and disk spill"):
 //! in memory up to the server's budget; past it the least recently used blocks are written to
 //! one file per array in the server's scratch folder and read back when next needed. Only a
 //! block whose disk copy is missing or stale is written; a clean block is simply dropped.

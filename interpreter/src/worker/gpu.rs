@@ -1,4 +1,4 @@
-//! Block instructions on a device (DESIGN.md §3 "Devices" and "Placement"). The programmer
+//! Block instructions on a device (docs/ARCHITECTURE.md "Devices"). The programmer
 //! marks nothing: for each block instruction the device can run (fill, scale, copy/permute,
 //! add, sum, contraction, scaled copy), the placement model weighs its compute time on each
 //! side plus the transfers its operands would need, looking a few instructions ahead, and the

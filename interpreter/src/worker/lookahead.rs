@@ -1,4 +1,4 @@
-//! Lazy index probing (DESIGN.md §3 "Prefetch with lazy index probing"): the iterations that
+//! Lazy index probing (docs/ARCHITECTURE.md "Prefetch"): the iterations that
 //! the loops around a `get` will run next, computed without changing the program's state, and
 //! the `get`s of coming iterations issued ahead of time.
 //!

@@ -1,5 +1,4 @@
-//! Prefetch depth and figures per `get`/`request` site (DESIGN.md §3 "Prefetch with lazy index
-//! probing"). A site is one `get` instruction of a program; at each execution it may also
+//! Prefetch depth and figures per `get`/`request` site (docs/ARCHITECTURE.md "Prefetch"). A site is one `get` instruction of a program; at each execution it may also
 //! request its blocks for the next `depth` iterations of its loops. With `--prefetch auto` the
 //! depth adapts: when a read waits for a block that was prefetched, the block was asked for
 //! too late, and the depth grows by the wait divided by the time between executions of the

@@ -1,7 +1,7 @@
 //! The worker's side of the worker–server protocol (SIAL-SPEC §7.3.3–§7.6): fetched copies of
 //! distributed and served blocks, asynchronous gets (the first read waits), puts, barriers,
 //! collectives, and the worker memory budget for fetched blocks (§7.3.4). Prefetched blocks
-//! (DESIGN.md §3) live in the same cache: speculative until a `get` claims them, first to be
+//! (docs/ARCHITECTURE.md "Prefetch") live in the same cache: speculative until a `get` claims them, first to be
 //! evicted, and counted as waste when dropped unclaimed.
 
 use super::prefetch::{PrefetchMode, Site, SiteStats, merge_sites};

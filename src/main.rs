@@ -635,7 +635,14 @@ fn run_job(args: RunArgs) -> ExitCode {
     let mut out = std::io::BufWriter::new(std::io::stdout());
     let mut dumped = Vec::new();
     let work_dir = std::env::current_dir().unwrap_or_default();
-    let (checkpoints, restart) = job_dirs(&work_dir, args.restart.as_deref(), compiled.len());
+    let (checkpoints, restart) = match job_dirs(&work_dir, args.restart.as_deref(), compiled.len())
+    {
+        Ok(dirs) => dirs,
+        Err(e) => {
+            eprintln!("sial: error: {e}");
+            return ExitCode::from(1);
+        }
+    };
     let options = sial_interpreter::job::Options {
         workers,
         servers,
@@ -743,22 +750,27 @@ fn run_job(args: RunArgs) -> ExitCode {
     }
 }
 
+type JobDirs = (
+    Option<sial_interpreter::checkpoint::JobDir>,
+    Option<sial_interpreter::checkpoint::JobDir>,
+);
+
 /// Checkpoint folders: a job of several programs writes checkpoints (under a new id, or the id
-/// it restarts, so that it can be restarted again).
+/// it restarts, so that it can be restarted again). The id to restart must name an existing
+/// job of the jobs folder.
 fn job_dirs(
     work_dir: &Path,
     restart: Option<&str>,
     programs: usize,
-) -> (
-    Option<sial_interpreter::checkpoint::JobDir>,
-    Option<sial_interpreter::checkpoint::JobDir>,
-) {
+) -> Result<JobDirs, sial_interpreter::error::RuntimeError> {
     use sial_interpreter::checkpoint::{JobDir, new_job_id};
-    let restart = restart.map(|id| JobDir::new(work_dir, id));
+    let restart = restart
+        .map(|id| JobDir::existing(work_dir, id))
+        .transpose()?;
     let checkpoints = match &restart {
         Some(r) => Some(r.clone()),
         None if programs > 1 => Some(JobDir::new(work_dir, &new_job_id())),
         None => None,
     };
-    (checkpoints, restart)
+    Ok((checkpoints, restart))
 }

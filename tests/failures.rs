@@ -327,3 +327,56 @@ fn a_failed_job_restarts_from_its_last_completed_program() {
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
+
+/// `--restart` names a job, never a path: another folder is neither read nor removed; a job's
+/// checkpoints are refused for other programs and when damaged, and are kept in both cases.
+#[test]
+fn restart_never_trusts_its_argument() {
+    let dir = std::env::temp_dir().join(format!("sial-restart-trust-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let victim = dir.join("victim");
+    std::fs::create_dir_all(&victim).expect("temp dir");
+    std::fs::write(victim.join("worker"), "not a checkpoint").expect("write");
+    std::fs::write(victim.join("thesis.tex"), "years of work").expect("write");
+    let work = dir.join("work");
+    std::fs::create_dir_all(&work).expect("temp dir");
+    let job = root().join("tests/failures/restart.toml");
+    let job = job.to_string_lossy();
+    for id in ["../victim", "../../victim", "/tmp", "job-1"] {
+        let (ok, err) = sial_in(&work, &[job.as_ref(), "--restart", id]);
+        assert!(!ok && err.contains("not a job id"), "{id}: {err}");
+    }
+    assert!(victim.join("thesis.tex").exists() && victim.join("worker").exists());
+
+    let (ok, err) = sial_in(&work, &[job.as_ref()]);
+    assert!(!ok);
+    let id = err
+        .split("--restart ")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no restart hint in {err}"))
+        .to_string();
+    let checkpoints = work.join("sial-jobs").join(&id);
+    let other = root().join("programs/scalar_arith.sial");
+    let (ok, err) = sial_in(&work, &[other.to_string_lossy().as_ref(), "--restart", &id]);
+    assert!(!ok && err.contains("ran other programs"), "{err}");
+    assert!(checkpoints.join("worker").exists(), "checkpoints kept");
+
+    let server = checkpoints.join("server-0");
+    let worker = checkpoints.join("worker");
+    let damaged = if server.exists() { server } else { worker };
+    let mut bytes = std::fs::read(&damaged).expect("checkpoint");
+    let last = bytes.len() - 6;
+    bytes[last] ^= 0x01;
+    std::fs::write(&damaged, &bytes).expect("damage");
+    let (ok, err) = sial_in(
+        &work,
+        &[job.as_ref(), "--restart", &id, "--set", "factor=2"],
+    );
+    assert!(!ok && err.contains("checksum does not match"), "{err}");
+    assert!(
+        damaged.exists(),
+        "a damaged checkpoint is kept for inspection"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

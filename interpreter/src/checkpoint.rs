@@ -2,18 +2,27 @@
 //! how many programs are complete with its saved scalars and static arrays, and each server
 //! writes the arrays it saved. `sial run --restart JOBID` reads them back and starts at the
 //! first program not completed. Files live in `<work dir>/sial-jobs/JOBID/`; a job that
-//! completes removes its folder. Each file is written to a temporary name and renamed, so a
+//! completes removes its files. Each file is written to a temporary name and renamed, so a
 //! crash never leaves a half-written checkpoint.
+//!
+//! A file is a magic number, a format version, the contents encoded with postcard and a CRC-32
+//! of the contents: a damaged or foreign file is an error that names it, and is left in place.
+//! The worker's file records a fingerprint of the job's programs, so a restart with other
+//! programs is refused before anything runs. A job id is a name in the jobs folder of the form
+//! sial writes, never a path, and only the files sial wrote there are ever removed.
 
 use crate::error::{Result, RuntimeError};
 use crate::persist::Persisted;
 use crate::server::Saved;
 use crate::store::{Block, BlockKey};
+use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-const WORKER_MAGIC: &[u8; 8] = b"SIALWCK1";
-const SERVER_MAGIC: &[u8; 8] = b"SIALSCK1";
+const WORKER_MAGIC: &[u8; 8] = b"SIALWCK\x02";
+const SERVER_MAGIC: &[u8; 8] = b"SIALSCK\x02";
+/// Bumped whenever the contents of a checkpoint file change.
+const VERSION: u32 = 2;
 
 /// A new job id: the start time and the process id.
 pub fn new_job_id() -> String {
@@ -21,6 +30,17 @@ pub fn new_job_id() -> String {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
     format!("job-{secs}-{}", std::process::id())
+}
+
+/// Whether `id` has the form of [`new_job_id`]: `job-SECONDS-PID`.
+fn is_job_id(id: &str) -> bool {
+    let Some(rest) = id.strip_prefix("job-") else {
+        return false;
+    };
+    let mut parts = rest.split('-');
+    let digits =
+        |p: Option<&str>| p.is_some_and(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
+    digits(parts.next()) && digits(parts.next()) && parts.next().is_none()
 }
 
 /// The folder of one job's checkpoints.
@@ -36,7 +56,32 @@ pub struct WorkerCheckpoint {
     /// Programs of the job completed.
     pub completed: usize,
     pub servers: usize,
+    /// [`fingerprint`] of the job's programs.
+    pub job: u32,
     pub persisted: Persisted,
+}
+
+/// A fingerprint of a job's programs (their bytecode, in order).
+pub fn fingerprint(programs: &[sial_bytecode::Program]) -> u32 {
+    let mut h = crc32fast::Hasher::new();
+    for p in programs {
+        h.update(&sial_bytecode::encode(p));
+    }
+    h.finalize()
+}
+
+#[derive(Serialize, Deserialize)]
+struct WorkerFile {
+    completed: u64,
+    servers: u64,
+    job: u32,
+    scalars: Vec<(String, f64)>,
+    statics: Vec<(String, Block)>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct ServerFile {
+    arrays: Vec<(String, Vec<(BlockKey, Block)>)>,
 }
 
 fn io_error(path: &Path, what: &str, e: impl std::fmt::Display) -> RuntimeError {
@@ -44,6 +89,7 @@ fn io_error(path: &Path, what: &str, e: impl std::fmt::Display) -> RuntimeError 
 }
 
 impl JobDir {
+    /// The folder of a new job, under an id from [`new_job_id`].
     pub fn new(work_dir: &Path, id: &str) -> JobDir {
         JobDir {
             id: id.to_string(),
@@ -51,235 +97,157 @@ impl JobDir {
         }
     }
 
+    /// The folder of job `id` to restart: an id of the form sial writes, whose folder holds a
+    /// worker checkpoint.
+    pub fn existing(work_dir: &Path, id: &str) -> Result<JobDir> {
+        if !is_job_id(id) {
+            return Err(RuntimeError::input(format!(
+                "--restart {id:?}: not a job id (sial names jobs job-SECONDS-PID, printed when a job stops; they are folders of {})",
+                work_dir.join("sial-jobs").display()
+            )));
+        }
+        let dir = JobDir::new(work_dir, id);
+        if !dir.path.join("worker").is_file() {
+            return Err(RuntimeError::input(format!(
+                "--restart {id}: no checkpoints of this job in {}",
+                dir.path.display()
+            )));
+        }
+        Ok(dir)
+    }
+
     pub fn path(&self) -> &Path {
         &self.path
     }
 
-    fn write(&self, name: &str, bytes: &[u8]) -> Result<()> {
+    fn write(&self, name: &str, magic: &[u8; 8], contents: &impl Serialize) -> Result<()> {
         std::fs::create_dir_all(&self.path)
             .map_err(|e| io_error(&self.path, "cannot create the checkpoint folder", e))?;
+        let payload = postcard::to_stdvec(contents)
+            .map_err(|e| RuntimeError::new(format!("internal: checkpoint encoding: {e}")))?;
+        let mut bytes = Vec::with_capacity(payload.len() + 16);
+        bytes.extend_from_slice(magic);
+        bytes.extend_from_slice(&VERSION.to_le_bytes());
+        bytes.extend_from_slice(&payload);
+        bytes.extend_from_slice(&crc32fast::hash(&payload).to_le_bytes());
         let file = self.path.join(name);
         let tmp = self.path.join(format!("{name}.tmp"));
-        std::fs::write(&tmp, bytes).map_err(|e| io_error(&tmp, "cannot write checkpoint", e))?;
+        std::fs::write(&tmp, &bytes).map_err(|e| io_error(&tmp, "cannot write checkpoint", e))?;
         std::fs::rename(&tmp, &file).map_err(|e| io_error(&file, "cannot write checkpoint", e))
     }
 
-    fn read(&self, name: &str) -> Result<Vec<u8>> {
+    fn read<T: for<'de> Deserialize<'de>>(&self, name: &str, magic: &[u8; 8]) -> Result<T> {
         let file = self.path.join(name);
-        std::fs::read(&file).map_err(|e| {
-            io_error(
-                &file,
-                &format!("cannot restart job {}: cannot read checkpoint", self.id),
-                e,
-            )
-        })
+        let what = format!("cannot restart job {}: checkpoint", self.id);
+        let bytes = std::fs::read(&file)
+            .map_err(|e| io_error(&file, &format!("{what} cannot be read:"), e))?;
+        let damaged =
+            |why: &str| io_error(&file, &what, format!("{why} (the file is left in place)"));
+        if bytes.len() < 16 || !bytes.starts_with(&magic[..7]) {
+            return Err(damaged("not a sial checkpoint of this kind"));
+        }
+        let version = u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]);
+        if !bytes.starts_with(magic) || version != VERSION {
+            return Err(damaged("written by another version of sial"));
+        }
+        let (payload, crc) = bytes[12..].split_at(bytes.len() - 16);
+        if crc32fast::hash(payload).to_le_bytes() != crc {
+            return Err(damaged("damaged: its checksum does not match"));
+        }
+        postcard::from_bytes(payload).map_err(|e| damaged(&format!("damaged: {e}")))
     }
 
     pub fn write_worker(&self, c: &WorkerCheckpoint) -> Result<()> {
-        let mut w = Writer(WORKER_MAGIC.to_vec());
-        w.u64(c.completed as u64);
-        w.u64(c.servers as u64);
-        let mut scalars: Vec<_> = c.persisted.scalars.iter().collect();
-        scalars.sort_by(|a, b| a.0.cmp(b.0));
-        w.u64(scalars.len() as u64);
-        for (label, v) in scalars {
-            w.str(label);
-            w.f64(*v);
-        }
-        let mut statics: Vec<_> = c.persisted.statics.iter().collect();
-        statics.sort_by(|a, b| a.0.cmp(b.0));
-        w.u64(statics.len() as u64);
-        for (label, b) in statics {
-            w.str(label);
-            w.block(b);
-        }
-        self.write("worker", &w.0)
+        let mut scalars: Vec<_> = c
+            .persisted
+            .scalars
+            .iter()
+            .map(|(l, v)| (l.clone(), *v))
+            .collect();
+        scalars.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut statics: Vec<_> = c
+            .persisted
+            .statics
+            .iter()
+            .map(|(l, b)| (l.clone(), b.clone()))
+            .collect();
+        statics.sort_by(|a, b| a.0.cmp(&b.0));
+        let file = WorkerFile {
+            completed: c.completed as u64,
+            servers: c.servers as u64,
+            job: c.job,
+            scalars,
+            statics,
+        };
+        self.write("worker", WORKER_MAGIC, &file)
     }
 
     pub fn read_worker(&self) -> Result<WorkerCheckpoint> {
-        let bytes = self.read("worker")?;
-        let file = self.path.join("worker");
-        let mut r = Reader::new(&bytes, &file, WORKER_MAGIC)?;
-        let mut c = WorkerCheckpoint {
-            completed: r.u64()? as usize,
-            servers: r.u64()? as usize,
-            ..WorkerCheckpoint::default()
-        };
-        for _ in 0..r.u64()? {
-            let label = r.str()?;
-            c.persisted.scalars.insert(label, r.f64()?);
-        }
-        for _ in 0..r.u64()? {
-            let label = r.str()?;
-            c.persisted.statics.insert(label, r.block()?);
-        }
-        r.end()?;
-        Ok(c)
+        let f: WorkerFile = self.read("worker", WORKER_MAGIC)?;
+        Ok(WorkerCheckpoint {
+            completed: usize::try_from(f.completed).unwrap_or(usize::MAX),
+            servers: usize::try_from(f.servers).unwrap_or(usize::MAX),
+            job: f.job,
+            persisted: Persisted {
+                scalars: f.scalars.into_iter().collect(),
+                statics: f.statics.into_iter().collect(),
+            },
+        })
     }
 
     pub fn write_server(&self, rank: usize, saved: &Saved) -> Result<()> {
-        let mut w = Writer(SERVER_MAGIC.to_vec());
-        let mut labels: Vec<_> = saved.iter().collect();
-        labels.sort_by(|a, b| a.0.cmp(b.0));
-        w.u64(labels.len() as u64);
-        for (label, blocks) in labels {
-            w.str(label);
-            let mut keys: Vec<_> = blocks.keys().collect();
-            keys.sort();
-            w.u64(keys.len() as u64);
-            for k in keys {
-                for v in k.segments.iter().chain(&k.parents) {
-                    w.0.extend_from_slice(&v.to_le_bytes());
-                }
-                w.block(&blocks[k]);
-            }
-        }
-        self.write(&format!("server-{rank}"), &w.0)
+        let mut arrays: Vec<_> = saved
+            .iter()
+            .map(|(label, blocks)| {
+                let mut blocks: Vec<_> =
+                    blocks.iter().map(|(k, b)| (*k, Block::clone(b))).collect();
+                blocks.sort_by_key(|(k, _)| *k);
+                (label.clone(), blocks)
+            })
+            .collect();
+        arrays.sort_by(|a, b| a.0.cmp(&b.0));
+        self.write(
+            &format!("server-{rank}"),
+            SERVER_MAGIC,
+            &ServerFile { arrays },
+        )
     }
 
     pub fn read_server(&self, rank: usize) -> Result<Saved> {
-        let name = format!("server-{rank}");
-        let bytes = self.read(&name)?;
-        let file = self.path.join(&name);
-        let mut r = Reader::new(&bytes, &file, SERVER_MAGIC)?;
-        let mut saved = Saved::new();
-        for _ in 0..r.u64()? {
-            let label = r.str()?;
-            let mut blocks = std::collections::HashMap::new();
-            for _ in 0..r.u64()? {
-                let mut key = BlockKey {
-                    segments: [0; 6],
-                    parents: [0; 6],
-                };
-                for v in key.segments.iter_mut().chain(key.parents.iter_mut()) {
-                    *v = r.i32()?;
-                }
-                blocks.insert(key, Arc::new(r.block()?));
-            }
-            saved.insert(label, blocks);
-        }
-        r.end()?;
-        Ok(saved)
+        let f: ServerFile = self.read(&format!("server-{rank}"), SERVER_MAGIC)?;
+        Ok(f.arrays
+            .into_iter()
+            .map(|(label, blocks)| {
+                (
+                    label,
+                    blocks.into_iter().map(|(k, b)| (k, Arc::new(b))).collect(),
+                )
+            })
+            .collect())
     }
 
-    /// The job completed: its checkpoints are no longer needed.
+    /// The job completed: its checkpoints are no longer needed. Only the files sial writes are
+    /// removed (`worker`, `server-N` and their temporaries), then the folders if that left
+    /// them empty.
     pub fn remove(&self) {
-        let _ = std::fs::remove_dir_all(&self.path);
+        if let Ok(entries) = std::fs::read_dir(&self.path) {
+            for e in entries.flatten() {
+                let name = e.file_name();
+                let name = name.to_string_lossy();
+                let base = name.strip_suffix(".tmp").unwrap_or(&name);
+                let ours = base == "worker"
+                    || base
+                        .strip_prefix("server-")
+                        .is_some_and(|r| !r.is_empty() && r.bytes().all(|b| b.is_ascii_digit()));
+                if ours && e.file_type().is_ok_and(|t| t.is_file()) {
+                    let _ = std::fs::remove_file(e.path());
+                }
+            }
+        }
+        let _ = std::fs::remove_dir(&self.path);
         if let Some(parent) = self.path.parent() {
             // Only when no other job left checkpoints there.
             let _ = std::fs::remove_dir(parent);
-        }
-    }
-}
-
-struct Writer(Vec<u8>);
-
-impl Writer {
-    fn u64(&mut self, v: u64) {
-        self.0.extend_from_slice(&v.to_le_bytes());
-    }
-    fn f64(&mut self, v: f64) {
-        self.0.extend_from_slice(&v.to_le_bytes());
-    }
-    fn str(&mut self, s: &str) {
-        self.u64(s.len() as u64);
-        self.0.extend_from_slice(s.as_bytes());
-    }
-    fn block(&mut self, b: &Block) {
-        self.u64(b.shape.len() as u64);
-        for &d in &b.shape {
-            self.u64(d as u64);
-        }
-        for &v in &b.data {
-            self.f64(v);
-        }
-    }
-}
-
-struct Reader<'b> {
-    bytes: &'b [u8],
-    at: usize,
-    file: &'b Path,
-}
-
-impl<'b> Reader<'b> {
-    fn new(bytes: &'b [u8], file: &'b Path, magic: &[u8; 8]) -> Result<Reader<'b>> {
-        if !bytes.starts_with(magic) {
-            return Err(io_error(file, "not a sial checkpoint", "wrong magic"));
-        }
-        Ok(Reader { bytes, at: 8, file })
-    }
-    fn take(&mut self, n: usize) -> Result<&'b [u8]> {
-        let end = self.at.checked_add(n).filter(|&e| e <= self.bytes.len());
-        let Some(end) = end else {
-            return Err(io_error(
-                self.file,
-                "checkpoint",
-                "file is shorter than its contents say (truncated?)",
-            ));
-        };
-        let s = &self.bytes[self.at..end];
-        self.at = end;
-        Ok(s)
-    }
-    fn u64(&mut self) -> Result<u64> {
-        let mut a = [0; 8];
-        a.copy_from_slice(self.take(8)?);
-        Ok(u64::from_le_bytes(a))
-    }
-    fn i32(&mut self) -> Result<i32> {
-        let mut a = [0; 4];
-        a.copy_from_slice(self.take(4)?);
-        Ok(i32::from_le_bytes(a))
-    }
-    fn f64(&mut self) -> Result<f64> {
-        Ok(f64::from_bits(self.u64()?))
-    }
-    fn len(&mut self, each: usize) -> Result<usize> {
-        let n = self.u64()?;
-        let left = (self.bytes.len() - self.at) as u64;
-        if n.saturating_mul(each as u64) > left {
-            return Err(io_error(
-                self.file,
-                "checkpoint",
-                "a length runs past the end of the file",
-            ));
-        }
-        Ok(n as usize)
-    }
-    fn str(&mut self) -> Result<String> {
-        let n = self.len(1)?;
-        String::from_utf8(self.take(n)?.to_vec())
-            .map_err(|_| io_error(self.file, "checkpoint", "a label is not UTF-8"))
-    }
-    fn block(&mut self) -> Result<Block> {
-        let rank = self.len(8)?;
-        let mut shape = Vec::with_capacity(rank);
-        for _ in 0..rank {
-            shape.push(self.u64()? as usize);
-        }
-        let size = shape
-            .iter()
-            .try_fold(1usize, |a, &d| a.checked_mul(d))
-            .ok_or_else(|| io_error(self.file, "checkpoint", "a block shape overflows"))?;
-        if size.saturating_mul(8) > self.bytes.len() - self.at {
-            return Err(io_error(
-                self.file,
-                "checkpoint",
-                "a block runs past the end of the file",
-            ));
-        }
-        let mut data = Vec::with_capacity(size);
-        for _ in 0..size {
-            data.push(self.f64()?);
-        }
-        Ok(Block { shape, data })
-    }
-    fn end(&self) -> Result<()> {
-        if self.at == self.bytes.len() {
-            Ok(())
-        } else {
-            Err(io_error(self.file, "checkpoint", "trailing bytes"))
         }
     }
 }
@@ -330,16 +298,59 @@ mod tests {
         let bytes = std::fs::read(&file).expect("read");
         std::fs::write(&file, &bytes[..bytes.len() - 3]).expect("truncate");
         let err = job.read_server(1).expect_err("truncated");
-        assert!(
-            err.to_string().contains("past the end") || err.to_string().contains("shorter"),
-            "{err}"
-        );
+        assert!(err.to_string().contains("checksum does not match"), "{err}");
+        for at in [0, 9, 20, bytes.len() - 1] {
+            let mut b = bytes.clone();
+            b[at] ^= 0x10;
+            std::fs::write(&file, &b).expect("damage");
+            let err = job.read_server(1).expect_err("damaged");
+            assert!(err.to_string().contains("left in place"), "{err}");
+            assert!(file.exists());
+        }
         let err = job.read_server(7).expect_err("missing");
         assert!(
             err.to_string().contains("cannot restart job job-test"),
             "{err}"
         );
         job.remove();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn job_ids_are_names_of_the_form_sial_writes() {
+        assert!(is_job_id(&new_job_id()));
+        for bad in [
+            "",
+            "job-",
+            "job-1",
+            "job-1-",
+            "job-1-2-3",
+            "../victim",
+            "job-1-2/..",
+            "job-x-2",
+            "/tmp",
+        ] {
+            assert!(!is_job_id(bad), "{bad}");
+            let e = JobDir::existing(Path::new("."), bad).expect_err(bad);
+            assert!(e.to_string().contains("not a job id"), "{e}");
+        }
+        let e = JobDir::existing(Path::new("."), "job-1-2").expect_err("absent");
+        assert!(e.to_string().contains("no checkpoints of this job"), "{e}");
+    }
+
+    #[test]
+    fn removing_a_job_keeps_files_it_did_not_write() {
+        let dir = std::env::temp_dir().join(format!("sial-ckpt-keep-{}", std::process::id()));
+        let job = JobDir::new(&dir, "job-1-2");
+        job.write_worker(&WorkerCheckpoint::default())
+            .expect("write");
+        job.write_server(0, &Saved::new()).expect("write");
+        let mine = job.path().join("notes.txt");
+        std::fs::write(&mine, "a user's file").expect("write");
+        job.remove();
+        assert!(mine.exists());
+        assert!(!job.path().join("worker").exists());
+        assert!(!job.path().join("server-0").exists());
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -206,6 +206,12 @@ pub(crate) fn resume_point(programs: &[Program], options: &Options) -> Result<Wo
                     dir.id, c.servers, c.servers
                 )));
             }
+            if c.job != crate::checkpoint::fingerprint(programs) {
+                return Err(RuntimeError::input(format!(
+                    "job {} ran other programs (or other versions of them): restart it with the same programs, or start it anew without --restart",
+                    dir.id
+                )));
+            }
             if c.completed > programs.len() {
                 return Err(RuntimeError::input(format!(
                     "job {} completed {} programs but this job has only {}: restart it with the same programs",
@@ -218,6 +224,7 @@ pub(crate) fn resume_point(programs: &[Program], options: &Options) -> Result<Wo
         }
         None => WorkerCheckpoint {
             servers: options.servers,
+            job: crate::checkpoint::fingerprint(programs),
             ..WorkerCheckpoint::default()
         },
     })
@@ -257,7 +264,7 @@ fn solo(
         add_servers(&mut report.servers, &stats.1);
         if let Some(dir) = &options.checkpoints {
             dir.write_server(0, &saved)?;
-            checkpoint_worker(dir, i + 1, options.servers, &persisted)?;
+            checkpoint_worker(dir, i + 1, options.servers, resume.job, &persisted)?;
         }
     }
     Ok(report)
@@ -357,7 +364,13 @@ pub(crate) fn work_job(
         mine.add(&s.0);
         add_servers(&mut servers, &s.1);
         if first && let Some(dir) = &options.checkpoints {
-            checkpoint_worker(dir, resume.completed + i + 1, options.servers, &persisted)?;
+            checkpoint_worker(
+                dir,
+                resume.completed + i + 1,
+                options.servers,
+                resume.job,
+                &persisted,
+            )?;
         }
     }
     Ok((mine, servers))
@@ -367,11 +380,13 @@ fn checkpoint_worker(
     dir: &JobDir,
     completed: usize,
     servers: usize,
+    job: u32,
     persisted: &Persisted,
 ) -> Result<()> {
     dir.write_worker(&WorkerCheckpoint {
         completed,
         servers,
+        job,
         persisted: persisted.clone(),
     })
 }

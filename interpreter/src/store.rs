@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::rc::Rc;
 
 /// A dense block: shape and column-major data.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Block {
     pub shape: Vec<usize>,
     pub data: Vec<f64>,
@@ -24,7 +24,9 @@ impl Block {
 
 /// Identity of a block within its array: the segment of each dimension, and for dimensions
 /// declared with a subindex also the parent's segment (subsegment extents depend on it).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub struct BlockKey {
     pub segments: [i32; 6],
     pub parents: [i32; 6],

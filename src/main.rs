@@ -1,5 +1,7 @@
 //! `sial`: the command line of the SIAL compiler and runtime.
 
+mod checks;
+
 use clap::{Args, Parser, Subcommand};
 use sial_compiler::bytecode;
 use sial_compiler::{Compilation, Options};
@@ -540,6 +542,18 @@ fn run_job(args: RunArgs) -> ExitCode {
         Ok(r) => r,
         Err(e) => return fail(e),
     };
+    if mpi.is_none()
+        && let Err(e) = checks::thread_ranks(workers, servers)
+    {
+        return fail(e);
+    }
+    for (option, path) in [("--dump", &args.dump), ("--stats", &args.stats)] {
+        if let Some(path) = path
+            && let Err(e) = checks::output_file(option, path)
+        {
+            return fail(e);
+        }
+    }
     let worker_memory = match args.worker_memory.as_deref().map(parse_size).transpose() {
         Ok(m) => m.unwrap_or(sial_interpreter::job::DEFAULT_WORKER_MEMORY),
         Err(e) => return fail(format!("--worker-memory: {e}")),
@@ -580,6 +594,7 @@ fn run_job(args: RunArgs) -> ExitCode {
     let (setup_files, mut programs): (Vec<PathBuf>, Vec<PathBuf>) =
         args.job.into_iter().partition(|p| is_setup_file(p));
     let mut setup_path = args.setup;
+    let job_file = setup_files.first().cloned();
     match (setup_files.len(), &setup_path) {
         (0, _) => {}
         (1, None) => setup_path = setup_files.into_iter().next(),
@@ -605,6 +620,22 @@ fn run_job(args: RunArgs) -> ExitCode {
         },
         None => sial_interpreter::setup::Setup::default(),
     };
+    if let Some(job) = &job_file
+        && !programs.is_empty()
+        && !setup.programs.is_empty()
+    {
+        return fail(format!(
+            "{} lists the job's programs; run it alone, or give programs with --setup {} for its data",
+            job.display(),
+            job.display()
+        ));
+    }
+    let known: std::collections::BTreeSet<String> = setup
+        .ints
+        .keys()
+        .chain(setup.scalars.keys())
+        .cloned()
+        .collect();
     for a in &args.set {
         if let Err(e) = setup.set(a) {
             return fail(e.to_string());
@@ -629,6 +660,9 @@ fn run_job(args: RunArgs) -> ExitCode {
             Ok(program) => compiled.push(program),
             Err(code) => return code,
         }
+    }
+    if let Err(e) = checks::sets(&args.set, &known, &compiled) {
+        return fail(e);
     }
     let mut registry = sial_interpreter::specials::general_registry();
     sial_chemistry::register(&mut registry);

@@ -380,3 +380,83 @@ fn restart_never_trusts_its_argument() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Sizes from the input are checked before anything is allocated: a block bigger than the
+/// worker memory budget, or whose size overflows, is an error naming the block, its shape,
+/// the size and the budget, never an abort by the allocator or a panic.
+#[test]
+fn blocks_too_big_for_the_budget_are_named_before_allocation() {
+    let dir = std::env::temp_dir().join(format!("sial-sizes-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let program = root().join("benches/put_get_contract.sial");
+    let program = program.to_string_lossy();
+    for (segments, size) in [
+        ("aoindex=300,1,1", "needs 64800000000 bytes"),
+        ("aoindex=100000,1,1", "needs more than 2^64 bytes"),
+        ("aoindex=2147483647,1,1", "needs more than 2^64 bytes"),
+    ] {
+        for ranks in [
+            ["--workers", "1", "--servers", "0"],
+            ["--workers", "2", "--servers", "1"],
+        ] {
+            let mut args = vec![
+                program.as_ref(),
+                "--segments",
+                segments,
+                "--worker-memory",
+                "1G",
+            ];
+            args.extend(ranks);
+            let (ok, err) = sial_in(&dir, &args);
+            assert!(!ok, "{segments}");
+            assert!(
+                err.contains("block x[1,1,1,1] of shape")
+                    && err.contains(size)
+                    && err.contains("worker memory budget of 1073741824 bytes")
+                    && err.contains("put_get_contract:20"),
+                "{segments}: {err}"
+            );
+            assert!(!err.contains("panicked") && !err.contains("died"), "{err}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Options are checked before the job starts: a typo in `--set`, a value of the wrong type, a
+/// job file given with programs, output files that cannot be written, more thread ranks than
+/// one process runs.
+#[test]
+fn options_are_checked_before_the_job_starts() {
+    let p = "programs/distributed_put_get.sial";
+    fails_with(
+        &[p, "--set", "nrob=4"],
+        "no program of the job declares a predefined int or scalar nrob, and the setup does not define it (did you mean norb?)",
+    );
+    fails_with(
+        &[p, "--set", "norb=2.5"],
+        "norb is a predefined int; \"2.5\" is not an int",
+    );
+    fails_with(
+        &["tests/failures/restart.toml", "programs/scalar_arith.sial"],
+        "restart.toml lists the job's programs",
+    );
+    let o = fails_with(
+        &[p, "--dump", "/nonexistent-sial-folder/d.json"],
+        "--dump /nonexistent-sial-folder/d.json: cannot write there",
+    );
+    assert!(o.elapsed < Duration::from_secs(5));
+    let tmp = std::env::temp_dir();
+    fails_with(
+        &[p, "--stats", tmp.to_string_lossy().as_ref()],
+        "is a folder",
+    );
+    let o = fails_with(
+        &[p, "--workers", "100000"],
+        "one process runs at most 1024 ranks as threads",
+    );
+    assert!(o.elapsed < Duration::from_secs(5));
+    // A value the setup defines may be set even where no program declares it (specials read
+    // setup values by name).
+    let o = sial(&[p, "--set", "norb=3"]);
+    assert!(o.ok, "{}", o.stderr);
+}

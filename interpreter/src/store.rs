@@ -12,6 +12,11 @@ pub struct Block {
     pub data: Vec<f64>,
 }
 
+/// The bytes of a block of `shape`, or `None` when the count does not fit in a `usize`.
+pub fn block_bytes(shape: &[usize]) -> Option<usize> {
+    shape.iter().try_fold(8usize, |n, &e| n.checked_mul(e))
+}
+
 impl Block {
     pub fn zeros(shape: Vec<usize>) -> Block {
         let n = shape.iter().product();

@@ -108,7 +108,23 @@ impl Worker<'_> {
             key.parents[d] = parent_value;
             shape.push(self.layout.extent(declared, v, parent_value));
         }
+        self.fits(&shape, &|| self.block_text(r.array, &key))?;
         Ok((key, shape))
+    }
+
+    /// A block of `shape` fits the worker memory budget: checked before anything is
+    /// allocated, so that a block too big is an error naming it, never an abort by the
+    /// allocator or an overflow.
+    pub(crate) fn fits(&self, shape: &[usize], what: &dyn Fn() -> String) -> Result<()> {
+        let budget = self.env.worker_memory;
+        match crate::store::block_bytes(shape) {
+            Some(bytes) if bytes <= budget => Ok(()),
+            bytes => Err(RuntimeError::program(format!(
+                "block {} of shape {shape:?} needs {} bytes, more than the worker memory budget of {budget} bytes (give more with --worker-memory, or use smaller segments)",
+                what(),
+                bytes.map_or("more than 2^64".to_string(), |b| b.to_string())
+            ))),
+        }
     }
 
     /// Offset of each dimension's block inside a static array.
@@ -340,6 +356,9 @@ impl Worker<'_> {
             lower.push(l);
             upper.push(u);
         }
+        self.fits(&shape, &|| {
+            format!("region of {}", self.array_name(r.array))
+        })?;
         Ok((lower, upper, shape))
     }
 
@@ -527,6 +546,7 @@ impl Worker<'_> {
                 }
             }
         }
+        self.fits(&super_shape, &|| self.block_text(r.array, &key))?;
         Ok(SubBlock {
             key,
             super_shape,

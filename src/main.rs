@@ -1,6 +1,7 @@
 //! `sial`: the command line of the SIAL compiler and runtime.
 
 mod checks;
+mod interrupt;
 
 use clap::{Args, Parser, Subcommand};
 use sial_compiler::bytecode;
@@ -695,6 +696,24 @@ fn run_job(args: RunArgs) -> ExitCode {
         profile: args.profile,
         gpu,
     };
+    let cleanup = interrupt::Cleanup {
+        scratch: (!options.keep_scratch).then(|| options.scratch()),
+        checkpoints: options.checkpoints.clone(),
+        programs: compiled.len(),
+    };
+    if let Err(e) = interrupt::install(cleanup) {
+        return fail(e);
+    }
+    // Once per job: under mpirun, rank 0 reports.
+    let rank_zero = ["PMI_RANK", "OMPI_COMM_WORLD_RANK"]
+        .iter()
+        .find_map(|v| std::env::var(v).ok())
+        .is_none_or(|r| r.trim() == "0");
+    if let Some(root) = options.scratch().parent()
+        && rank_zero
+    {
+        interrupt::report_leftovers(root);
+    }
     let mut finished = Vec::new();
     let mut collect = |state: &sial_interpreter::worker::FinalState<'_>| {
         if args.dump.is_some() {

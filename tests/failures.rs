@@ -460,3 +460,95 @@ fn options_are_checked_before_the_job_starts() {
     let o = sial(&[p, "--set", "norb=3"]);
     assert!(o.ok, "{}", o.stderr);
 }
+
+/// SIGINT and SIGTERM end a run promptly: its scratch folder is removed (kept with
+/// `--keep-scratch`), the status is 130 or 143, and the next run reports a folder that a killed
+/// run left behind.
+#[test]
+fn a_signal_ends_a_run_cleanly() {
+    let base = std::env::temp_dir().join(format!("sial-signal-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&base);
+    for (signal, code, keep) in [
+        ("INT", 130, false),
+        ("TERM", 143, false),
+        ("KILL", -1, true),
+    ] {
+        let scratch = base.join(signal);
+        std::fs::create_dir_all(&scratch).expect("temp dir");
+        let mut args = vec![
+            "run",
+            "tests/failures/endless.sial",
+            "--workers",
+            "2",
+            "--servers",
+            "1",
+            "--server-memory",
+            "1M",
+            "-q",
+            "--scratch-dir",
+        ];
+        let s = scratch.to_string_lossy().to_string();
+        args.push(&s);
+        let mut child = Command::new(env!("CARGO_BIN_EXE_sial"))
+            .args(&args)
+            .current_dir(root())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start sial");
+        let folder = scratch.join(format!("sial-scratch-{}", child.id()));
+        let start = Instant::now();
+        while !folder.exists() {
+            assert!(start.elapsed() < Duration::from_secs(30), "no spill folder");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let sent = Command::new("kill")
+            .args([format!("-{signal}"), child.id().to_string()])
+            .status()
+            .expect("kill");
+        assert!(sent.success());
+        let stopped = Instant::now();
+        let status = loop {
+            if let Some(s) = child.try_wait().expect("wait") {
+                break s;
+            }
+            assert!(
+                stopped.elapsed() < Duration::from_secs(10),
+                "SIG{signal} did not stop the run"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        let mut err = String::new();
+        if let Some(mut e) = child.stderr.take() {
+            let _ = std::io::Read::read_to_string(&mut e, &mut err);
+        }
+        if keep {
+            // SIGKILL cannot be caught: the folder stays, and the next run names it.
+            assert!(folder.exists());
+            let o = Command::new(env!("CARGO_BIN_EXE_sial"))
+                .args([
+                    "run",
+                    "programs/scalar_arith.sial",
+                    "-q",
+                    "--scratch-dir",
+                    &s,
+                ])
+                .current_dir(root())
+                .output()
+                .expect("run sial");
+            let warn = String::from_utf8_lossy(&o.stderr);
+            assert!(
+                warn.contains(&format!(
+                    "{} is the scratch folder of a run that no longer runs",
+                    folder.display()
+                )),
+                "{warn}"
+            );
+        } else {
+            assert_eq!(status.code(), Some(code), "{err}");
+            assert!(err.contains(&format!("stopped by SIG{signal}")), "{err}");
+            assert!(!folder.exists(), "SIG{signal} left {}", folder.display());
+        }
+    }
+    let _ = std::fs::remove_dir_all(&base);
+}

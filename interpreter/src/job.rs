@@ -65,7 +65,7 @@ pub struct Options {
 
 impl Options {
     /// This job's scratch folder.
-    pub(crate) fn scratch(&self) -> PathBuf {
+    pub fn scratch(&self) -> PathBuf {
         self.scratch_dir
             .clone()
             .unwrap_or_else(|| self.work_dir.clone())

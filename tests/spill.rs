@@ -138,6 +138,13 @@ fn spill_errors_name_the_server_the_array_and_the_path() {
     );
     assert!(!ok);
     assert!(err.contains("server 0: cannot spill block"), "{err}");
+    // Blocks are named with one segment per dimension of their 4-index arrays.
+    let named = err
+        .split("cannot spill block ")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .unwrap_or_default();
+    assert_eq!(named.matches(',').count(), 3, "{err}");
     assert!(err.contains("No space left on device"), "{err}");
     assert!(err.contains("sial-scratch-"), "{err}");
     let (ok, err) = sial(

@@ -75,15 +75,18 @@ struct ArrayBlocks {
     file_len: u64,
 }
 
-/// `a[1,2,1,1,1,1]`: a block in messages (all six segments: the store does not know ranks).
-fn label(names: &[String], array: u32, key: &BlockKey) -> String {
-    let segs: Vec<String> = key.segments.iter().map(|v| v.to_string()).collect();
+/// `a[1,2]`: a block in messages, with one segment per dimension of its array.
+fn label(names: &[String], ranks: &[usize], array: u32, key: &BlockKey) -> String {
+    let rank = ranks.get(array as usize).copied().unwrap_or(6);
+    let segs: Vec<String> = key.rank_segments(rank).iter().map(|v| v.to_string()).collect();
     format!("{}[{}]", names[array as usize], segs.join(","))
 }
 
 pub struct BlockStore {
     server: usize,
     names: Arc<[String]>,
+    /// The number of dimensions of each array.
+    ranks: Arc<[usize]>,
     spill: Spill,
     memory: usize,
     arrays: Vec<ArrayBlocks>,
@@ -122,11 +125,14 @@ fn compensated_add(hi: &mut f64, lo: &mut f64, x: f64) {
 }
 
 impl BlockStore {
-    pub fn new(server: usize, names: Vec<String>, spill: Spill) -> BlockStore {
+    /// A store for arrays of the given names and numbers of dimensions.
+    pub fn new(server: usize, arrays: Vec<(String, usize)>, spill: Spill) -> BlockStore {
+        let (names, ranks): (Vec<String>, Vec<usize>) = arrays.into_iter().unzip();
         BlockStore {
             server,
             arrays: names.iter().map(|_| ArrayBlocks::default()).collect(),
             names: names.into(),
+            ranks: ranks.into(),
             spill,
             memory: 0,
             lru: BTreeMap::new(),
@@ -159,7 +165,7 @@ impl BlockStore {
     }
 
     fn text(&self, array: u32, key: &BlockKey) -> String {
-        label(&self.names, array, key)
+        label(&self.names, &self.ranks, array, key)
     }
 
     fn touch(&mut self, array: u32, key: BlockKey) {
@@ -282,7 +288,7 @@ impl BlockStore {
                         return Err(RuntimeError::input(format!(
                             "server {}: cannot spill block {} of array {} to {path}: No space left on device (os error 28)",
                             self.server,
-                            label(&self.names, array, &key),
+                            label(&self.names, &self.ranks, array, &key),
                             self.names[array as usize]
                         )));
                     }
@@ -299,7 +305,7 @@ impl BlockStore {
                     RuntimeError::input(format!(
                         "server {}: cannot spill block {} of array {} to {}: {e}",
                         self.server,
-                        label(&self.names, array, &key),
+                        label(&self.names, &self.ranks, array, &key),
                         self.names[array as usize],
                         path.display()
                     ))
@@ -326,8 +332,8 @@ impl BlockStore {
             _ => return Ok(()),
         };
         // Named only if the block cannot be brought back.
-        let names = Arc::clone(&self.names);
-        let text = move || label(&names, array, &key);
+        let (names, ranks) = (Arc::clone(&self.names), Arc::clone(&self.ranks));
+        let text = move || label(&names, &ranks, array, &key);
         let buffer = self.make_room(bytes, Some((array, key)), &text)?;
         let block = self.read_disk(array, key, buffer)?;
         if let Some(s) = self.arrays[array as usize].blocks.get_mut(&key) {
@@ -414,8 +420,8 @@ impl BlockStore {
     pub fn replace(&mut self, array: u32, key: BlockKey, block: Block, section: u32) -> Result<()> {
         self.forget_residual(array, &key);
         let bytes = block.data.len() * 8;
-        let names = Arc::clone(&self.names);
-        let text = move || label(&names, array, &key);
+        let (names, ranks) = (Arc::clone(&self.names), Arc::clone(&self.ranks));
+        let text = move || label(&names, &ranks, array, &key);
         // The old memory copy goes first.
         if let Some(s) = self.arrays[array as usize].blocks.get_mut(&key)
             && let Some(old) = s.data.take()

@@ -72,11 +72,15 @@ impl OncePerStep {
 
 impl<'p> Server<'p> {
     pub fn new(program: &'p Program, rank: usize, spill: Spill) -> Server<'p> {
-        let names = program.arrays.iter().map(|a| a.name.clone()).collect();
+        let arrays = program
+            .arrays
+            .iter()
+            .map(|a| (a.name.clone(), a.dims.len()))
+            .collect();
         Server {
             program,
             rank,
-            store: BlockStore::new(rank, names, spill),
+            store: BlockStore::new(rank, arrays, spill),
             section: 0,
             marks: Vec::new(),
             once: OncePerStep::default(),

@@ -131,6 +131,33 @@ fn every_prefetched_block_is_used_or_wasted() {
     }
 }
 
+/// Each site's figures add up too, and each worker's, also where two gets read the same
+/// block (a block one site prefetched counts as used by that site when another site reads it).
+#[test]
+fn every_site_and_worker_accounts_for_its_prefetches() {
+    for program in [
+        "programs/served_prepare_request.sial",
+        "programs/mp2_served.sial",
+    ] {
+        let run = common::sial(program, &["--workers", "2", "--servers", "1"], false);
+        assert!(run.ok, "{}", run.stderr);
+        let sites = run.stats["prefetch"]["sites"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let workers = run.stats["workers"].as_array().cloned().unwrap_or_default();
+        assert!(!sites.is_empty() && workers.len() == 2, "{program}");
+        let figures = sites.iter().chain(workers.iter().map(|w| &w["prefetch"]));
+        for p in figures {
+            assert_eq!(
+                n(&p["requested"]),
+                n(&p["used"]) + n(&p["wasted"]),
+                "{program}: {p}"
+            );
+        }
+    }
+}
+
 #[test]
 fn a_prefetch_is_not_a_read_until_a_get_uses_it() {
     for depth in ["off", "2", "8"] {

@@ -78,7 +78,11 @@ struct ArrayBlocks {
 /// `a[1,2]`: a block in messages, with one segment per dimension of its array.
 fn label(names: &[String], ranks: &[usize], array: u32, key: &BlockKey) -> String {
     let rank = ranks.get(array as usize).copied().unwrap_or(6);
-    let segs: Vec<String> = key.rank_segments(rank).iter().map(|v| v.to_string()).collect();
+    let segs: Vec<String> = key
+        .rank_segments(rank)
+        .iter()
+        .map(|v| v.to_string())
+        .collect();
     format!("{}[{}]", names[array as usize], segs.join(","))
 }
 

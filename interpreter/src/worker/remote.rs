@@ -369,8 +369,10 @@ impl<'a> Net<'a> {
             if !matches!(e.slot, Slot::Evicted) {
                 if e.speculative {
                     e.speculative = false;
-                    e.site = w.site;
-                    if let Some(s) = self.sites.get_mut(w.site as usize) {
+                    // The prefetch is credited to the site that requested it, which may be
+                    // another get of the same block: each site's requested = used + wasted.
+                    let requester = std::mem::replace(&mut e.site, w.site);
+                    if let Some(s) = self.sites.get_mut(requester as usize) {
                         s.used();
                     }
                     self.claims[w.owner].push(Claim {

@@ -225,7 +225,10 @@ fn compile_showing(path: &Path, options: &Options, show_unused: bool) -> Option<
             } else {
                 c.diagnostics.render_for_run(&c.sources)
             };
-            let _ = std::io::stderr().write_all(text.as_bytes());
+            // Under mpirun every rank compiles the same sources: rank 0 speaks for all.
+            if rank_zero() {
+                let _ = std::io::stderr().write_all(text.as_bytes());
+            }
             Some(c)
         }
         Err(e) => {
@@ -475,6 +478,14 @@ fn mpi_processes() -> Option<usize> {
         .filter(|&p| p > 1)
 }
 
+/// Whether this process reports what is said once per job: not under mpirun, or its rank 0.
+fn rank_zero() -> bool {
+    ["PMI_RANK", "OMPI_COMM_WORLD_RANK"]
+        .iter()
+        .find_map(|v| std::env::var(v).ok())
+        .is_none_or(|r| r.trim() == "0")
+}
+
 /// Workers and servers of an MPI job of `processes` ranks: SIAL-SPEC §7.2's default split, or
 /// the options, which must account for every process.
 fn mpi_ranks(
@@ -521,6 +532,13 @@ fn run_mpi(
     Err(sial_interpreter::error::RuntimeError::new(
         "this sial was built without MPI (cargo build --features mpi)",
     ))
+}
+
+/// `--dump`: the final state of every program that completed.
+fn write_dump(path: &Path, programs: &[serde_json::Value]) -> Result<(), String> {
+    let text = serde_json::to_string_pretty(&sial_interpreter::dump::job(programs.to_vec()))
+        .unwrap_or_default();
+    std::fs::write(path, text + "\n").map_err(|e| format!("cannot write {}: {e}", path.display()))
 }
 
 fn is_setup_file(p: &Path) -> bool {
@@ -704,20 +722,21 @@ fn run_job(args: RunArgs) -> ExitCode {
     if let Err(e) = interrupt::install(cleanup) {
         return fail(e);
     }
-    // Once per job: under mpirun, rank 0 reports.
-    let rank_zero = ["PMI_RANK", "OMPI_COMM_WORLD_RANK"]
-        .iter()
-        .find_map(|v| std::env::var(v).ok())
-        .is_none_or(|r| r.trim() == "0");
     if let Some(root) = options.scratch().parent()
-        && rank_zero
+        && rank_zero()
     {
         interrupt::report_leftovers(root);
     }
     let mut finished = Vec::new();
     let mut collect = |state: &sial_interpreter::worker::FinalState<'_>| {
-        if args.dump.is_some() {
+        if let Some(path) = &args.dump {
             dumped.push(sial_interpreter::dump::program(state));
+            // Written after every program: a job that fails later (under mpirun, where a
+            // failing rank stops every process) keeps the dump of what completed.
+            if dumped.len() < compiled.len() {
+                // A failure to write is reported by the final write.
+                let _ = write_dump(path, &dumped);
+            }
         }
         finished.push(sial_chemistry::results::ProgramScalars {
             program: state.program.name.clone(),
@@ -749,12 +768,10 @@ fn run_job(args: RunArgs) -> ExitCode {
     };
     let _ = out.flush();
     drop(out);
-    if let Some(path) = &args.dump {
-        let text =
-            serde_json::to_string_pretty(&sial_interpreter::dump::job(dumped)).unwrap_or_default();
-        if let Err(e) = std::fs::write(path, text + "\n") {
-            return fail(format!("cannot write {}: {e}", path.display()));
-        }
+    if let Some(path) = &args.dump
+        && let Err(e) = write_dump(path, &dumped)
+    {
+        return fail(e);
     }
     let energies = sial_chemistry::results::energies(&finished);
     if let Some(path) = &args.results {

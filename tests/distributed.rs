@@ -436,3 +436,51 @@ fn mpi_job_stops_when_a_rank_dies() {
         );
     }
 }
+
+/// Under mpirun a failing job leaves what a threads run leaves: the dump of the programs that
+/// completed and the `--restart` that continues it; compile warnings are printed once.
+#[cfg(feature = "mpi")]
+#[test]
+fn mpi_failing_job_keeps_its_dump_and_warns_once() {
+    let dir = std::env::temp_dir().join(format!("sial-mpi-fail-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let launcher = mpirun(3);
+    let job = root().join("tests/failures/restart.toml");
+    let out = Command::new(&launcher[0])
+        .args(&launcher[1..])
+        .arg("run")
+        .arg(&job)
+        .args(["--quiet", "--dump", "dump.json"])
+        .current_dir(&dir)
+        .output()
+        .expect("run mpirun");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("1 of 2 programs completed; restart the job from there with --restart job-"),
+        "{err}"
+    );
+    let dump: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("dump.json")).expect("dump"))
+            .expect("json");
+    let programs = dump["programs"].as_array().expect("programs");
+    assert_eq!(programs.len(), 1, "the completed program: {dump}");
+    assert_eq!(programs[0]["program"], "restart_a");
+
+    std::fs::write(
+        dir.join("w.sial"),
+        "sial w\nindex i = 1:2\nlocal a[i]\nscalar x\nx = 1.0\nendsial w\n",
+    )
+    .expect("write");
+    let out = Command::new(&launcher[0])
+        .args(&launcher[1..])
+        .args(["run", "w.sial", "--quiet"])
+        .current_dir(&dir)
+        .output()
+        .expect("run mpirun");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert_eq!(err.matches("declaration is never used").count(), 1, "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1118,6 +1118,18 @@ pub fn run(
     };
     let _ = out.flush();
     eprintln!("{failure}");
+    if world.rank() == 0
+        && let Some(dir) = &options.checkpoints
+        && let Ok(c) = dir.read_worker()
+    {
+        eprintln!(
+            "sial: {} of {} programs completed; restart the job from there with --restart {} (checkpoints in {})",
+            c.completed,
+            programs.len(),
+            dir.id,
+            dir.path().display()
+        );
+    }
     if !options.keep_scratch {
         let _ = std::fs::remove_dir_all(options.scratch());
     }

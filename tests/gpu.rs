@@ -171,14 +171,20 @@ fn mpi_workers_use_their_devices() {
     let args = ["--device", "gpu", "--gpu-backend", "host"];
     let run = common::sial_via(&launcher, WATER, &args, true);
     assert!(run.ok, "{}", run.stderr);
-    let single = common::sial(WATER, &DEVICE, false);
+    // The same two workers as threads: the pardo work split the same way and the SCF's
+    // replicated loops run by both, every instruction on a device.
+    let threads = [args.as_slice(), &["--workers", "2", "--servers", "1"]].concat();
+    let single = common::sial(WATER, &threads, false);
     assert!(single.ok, "{}", single.stderr);
-    // The same instructions, split over two workers, all on their devices.
     let g = &run.stats["gpu"];
     assert_eq!(
         n(&g["device_instructions"]),
         n(&single.stats["gpu"]["device_instructions"]),
         "{g}"
+    );
+    assert_eq!(
+        n(&g["host_instructions"]),
+        n(&single.stats["gpu"]["host_instructions"])
     );
     let e = scalar(&run, "mp2_correlation");
     assert!((e - WATER_MP2).abs() < 1e-10, "mp2_correlation = {e}");

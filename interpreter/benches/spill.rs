@@ -60,7 +60,7 @@ fn main() {
                 dir: dir.join("store"),
                 disk_limit: None,
             };
-            let mut store = BlockStore::new(0, vec!["a".into()], spill);
+            let mut store = BlockStore::new(0, vec![("a".into(), 1)], spill);
             // The store takes the blocks by value (as a put's buffer becomes the block). Every
             // store but the first writes the previous block out: count - 1 blocks written; the
             // time is scaled to `count` blocks.

@@ -1,0 +1,309 @@
+//! `sial run`: the run options from the command line (checked before anything runs), the job
+//! (setup and programs), the run on threads or under mpirun, and what it writes.
+
+use super::*;
+use sial_interpreter::checkpoint::JobDir;
+use sial_interpreter::job::{Options as RunOptions, Report};
+use sial_interpreter::setup::Setup;
+use sial_interpreter::worker::FinalState;
+
+fn fail(msg: String) -> ExitCode {
+    eprintln!("sial: error: {msg}");
+    ExitCode::from(1)
+}
+
+/// `sial run`: resolves the programs and the setup, compiles, runs, dumps.
+pub fn run_job(args: RunArgs) -> ExitCode {
+    let mpi = mpi_processes();
+    let mut options = match run_options(&args, mpi) {
+        Ok(o) => o,
+        Err(e) => return fail(e),
+    };
+    let (setup, compiled) = match load_job(&args) {
+        Ok(job) => job,
+        Err(code) => return code,
+    };
+    options.work_dir = std::env::current_dir().unwrap_or_default();
+    match job_dirs(&options.work_dir, args.restart.as_deref(), compiled.len()) {
+        Ok((checkpoints, restart)) => {
+            options.checkpoints = checkpoints;
+            options.restart = restart;
+        }
+        Err(e) => return fail(e.to_string()),
+    }
+    let cleanup = interrupt::Cleanup {
+        scratch: (!options.keep_scratch).then(|| options.scratch()),
+        checkpoints: options.checkpoints.clone(),
+        programs: compiled.len(),
+    };
+    if let Err(e) = interrupt::install(cleanup) {
+        return fail(e);
+    }
+    if let Some(root) = options.scratch().parent()
+        && rank_zero()
+    {
+        interrupt::report_leftovers(root);
+    }
+    execute(&args, mpi, &compiled, &setup, &options)
+}
+
+/// Every run option, parsed and checked: rank counts, sizes, output paths, devices,
+/// prefetching. Nothing has run yet when one is wrong.
+fn run_options(args: &RunArgs, mpi: Option<usize>) -> Result<RunOptions, String> {
+    let (workers, servers) = match mpi {
+        Some(p) => mpi_ranks(p, args.workers, args.servers)?,
+        None => {
+            let (w, s) = ranks(args.workers, args.servers)?;
+            checks::thread_ranks(w, s)?;
+            (w, s)
+        }
+    };
+    for (option, path) in [("--dump", &args.dump), ("--stats", &args.stats)] {
+        if let Some(path) = path {
+            checks::output_file(option, path)?;
+        }
+    }
+    let size = |option: &str, value: &Option<String>| {
+        value
+            .as_deref()
+            .map(parse_size)
+            .transpose()
+            .map_err(|e| format!("{option}: {e}"))
+    };
+    let simulated_latency = match args.simulated_latency.as_deref().map(parse_duration) {
+        None => std::time::Duration::ZERO,
+        Some(Ok(d)) if (mpi.is_some() || servers == 0) && !d.is_zero() => {
+            return Err("--simulated-latency works with the thread transport only (server ranks as threads, not under mpirun and not with --servers 0)".into());
+        }
+        Some(Ok(d)) => d,
+        Some(Err(e)) => return Err(format!("--simulated-latency: {e}")),
+    };
+    Ok(RunOptions {
+        workers,
+        servers,
+        worker_memory: size("--worker-memory", &args.worker_memory)?
+            .unwrap_or(sial_interpreter::job::DEFAULT_WORKER_MEMORY),
+        server_memory: size("--server-memory", &args.server_memory)?.unwrap_or(usize::MAX),
+        scratch_limit: size("--scratch-limit", &args.scratch_limit)?.map(|m| m as u64),
+        snapshot: args.dump.is_some(),
+        fault: args.inject_fault.as_deref().map(parse_fault).transpose()?,
+        scratch_dir: args.scratch_dir.clone(),
+        keep_scratch: args.keep_scratch,
+        prefetch: args
+            .prefetch
+            .parse()
+            .map_err(|e| format!("--prefetch: {e}"))?,
+        simulated_latency,
+        profile: args.profile,
+        gpu: gpu_options(args)?,
+        ..RunOptions::default()
+    })
+}
+
+/// The job: its setup (a setup file, `--set`, `--segments`) and its programs, compiled or
+/// read, checked against the `--set` names.
+fn load_job(args: &RunArgs) -> Result<(Setup, Vec<bytecode::Program>), ExitCode> {
+    let (setup_files, mut programs): (Vec<PathBuf>, Vec<PathBuf>) =
+        args.job.iter().cloned().partition(|p| is_setup_file(p));
+    let job_file = setup_files.first().cloned();
+    let setup_path = match (setup_files.len(), &args.setup) {
+        (0, given) => given.clone(),
+        (1, None) => job_file.clone(),
+        _ => {
+            return Err(fail(
+                "give one setup file (as a job or with --setup)".into(),
+            ));
+        }
+    };
+    let setup_path = setup_path.or_else(|| {
+        programs
+            .first()
+            .and_then(|p| sial_interpreter::setup::beside(p))
+    });
+    let options = Options::from_env(args.include.clone());
+    // A job's programs are searched like imports: `-I` directories, then SIALPATH.
+    let search: Vec<PathBuf> = options
+        .include_dirs
+        .iter()
+        .chain(&options.sialpath)
+        .cloned()
+        .collect();
+    let mut setup = match &setup_path {
+        Some(p) => sial_interpreter::setup::load(p, &search).map_err(|e| fail(e.to_string()))?,
+        None => Setup::default(),
+    };
+    if let Some(job) = &job_file
+        && !programs.is_empty()
+        && !setup.programs.is_empty()
+    {
+        return Err(fail(format!(
+            "{} lists the job's programs; run it alone, or give programs with --setup {} for its data",
+            job.display(),
+            job.display()
+        )));
+    }
+    let known: std::collections::BTreeSet<String> = setup
+        .ints
+        .keys()
+        .chain(setup.scalars.keys())
+        .cloned()
+        .collect();
+    for a in &args.set {
+        setup.set(a).map_err(|e| fail(e.to_string()))?;
+    }
+    for a in &args.segments {
+        setup.set_segments(a).map_err(|e| fail(e.to_string()))?;
+    }
+    if programs.is_empty() {
+        programs = setup.programs.clone();
+    }
+    if programs.is_empty() {
+        return Err(fail(
+            "no program to run: name a .sial file or a setup file that lists programs".into(),
+        ));
+    }
+    let compiled = programs
+        .iter()
+        .map(|p| load_program(p, &options))
+        .collect::<Result<Vec<_>, _>>()?;
+    checks::sets(&args.set, &known, &compiled).map_err(fail)?;
+    Ok((setup, compiled))
+}
+
+/// Runs the job on threads or under mpirun, then writes what was asked for.
+fn execute(
+    args: &RunArgs,
+    mpi: Option<usize>,
+    compiled: &[bytecode::Program],
+    setup: &Setup,
+    options: &RunOptions,
+) -> ExitCode {
+    let mut registry = sial_interpreter::specials::general_registry();
+    sial_chemistry::register(&mut registry);
+    let mut out = std::io::BufWriter::new(std::io::stdout());
+    let mut dumped = Vec::new();
+    let mut finished = Vec::new();
+    let mut collect = |state: &FinalState<'_>| {
+        if let Some(path) = &args.dump {
+            dumped.push(sial_interpreter::dump::program(state));
+            // Written after every program: a job that fails later (under mpirun, where a
+            // failing rank stops every process) keeps the dump of what completed.
+            if dumped.len() < compiled.len() {
+                // A failure to write is reported by the final write.
+                let _ = write_dump(path, &dumped);
+            }
+        }
+        finished.push(sial_chemistry::results::ProgramScalars {
+            program: state.program.name.clone(),
+            scalars: state
+                .program
+                .scalars
+                .iter()
+                .zip(state.scalars)
+                .map(|(s, v)| (s.name.clone(), *v))
+                .collect(),
+        });
+    };
+    let result = if mpi.is_some() {
+        match run_mpi(compiled, setup, &registry, &mut out, options, &mut collect) {
+            // Another rank than 0: rank 0 reports and writes the files.
+            Ok(None) => return ExitCode::SUCCESS,
+            Ok(Some(report)) => Ok(report),
+            Err(e) => Err(e),
+        }
+    } else {
+        sial_interpreter::job::run(compiled, setup, &registry, &mut out, options, collect)
+    };
+    let _ = out.flush();
+    drop(out);
+    if let Some(path) = &args.dump
+        && let Err(e) = write_dump(path, &dumped)
+    {
+        return fail(e);
+    }
+    let energies = sial_chemistry::results::energies(&finished);
+    if let Some(path) = &args.results {
+        let text = serde_json::to_string_pretty(&sial_chemistry::results::to_json(&energies))
+            .unwrap_or_default();
+        if let Err(e) = std::fs::write(path, text + "\n") {
+            return fail(format!("cannot write {}: {e}", path.display()));
+        }
+    }
+    match result {
+        Ok(report) => report_success(args, &report, &energies),
+        Err(e) => {
+            eprintln!("{e}");
+            if let Some(dir) = &options.checkpoints
+                && let Ok(c) = dir.read_worker()
+            {
+                eprintln!(
+                    "sial: {} of {} programs completed; restart the job from there with --restart {} (checkpoints in {})",
+                    c.completed,
+                    compiled.len(),
+                    dir.id,
+                    dir.path().display()
+                );
+            }
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// The summary, the energies, the profile and `--stats` of a run that completed.
+fn report_success(
+    args: &RunArgs,
+    report: &Report,
+    energies: &[sial_chemistry::results::Energy],
+) -> ExitCode {
+    if !args.quiet {
+        eprint!("{}", sial_interpreter::report::summary(report));
+        if !energies.is_empty() {
+            eprint!("{}", sial_chemistry::results::table(energies));
+        }
+    }
+    if args.profile {
+        eprint!("{}", sial_interpreter::report::profile(report));
+    }
+    if let Some(path) = &args.stats {
+        let text = serde_json::to_string_pretty(&sial_interpreter::report::stats_json(report))
+            .unwrap_or_default();
+        if let Err(e) = std::fs::write(path, text + "\n") {
+            return fail(format!("cannot write {}: {e}", path.display()));
+        }
+    }
+    ExitCode::SUCCESS
+}
+
+/// `--dump`: the final state of every program that completed.
+fn write_dump(path: &Path, programs: &[serde_json::Value]) -> Result<(), String> {
+    let text = serde_json::to_string_pretty(&sial_interpreter::dump::job(programs.to_vec()))
+        .unwrap_or_default();
+    std::fs::write(path, text + "\n").map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+fn is_setup_file(p: &Path) -> bool {
+    p.extension()
+        .is_some_and(|e| e == "toml" || e == "json" || e == "dat")
+}
+
+/// Checkpoint folders: a job of several programs writes checkpoints (under a new id, or the id
+/// it restarts, so that it can be restarted again). The id to restart must name an existing
+/// job of the jobs folder.
+fn job_dirs(
+    work_dir: &Path,
+    restart: Option<&str>,
+    programs: usize,
+) -> Result<(Option<JobDir>, Option<JobDir>), sial_interpreter::error::RuntimeError> {
+    let restart = restart
+        .map(|id| JobDir::existing(work_dir, id))
+        .transpose()?;
+    let checkpoints = match &restart {
+        Some(r) => Some(r.clone()),
+        None if programs > 1 => Some(JobDir::new(
+            work_dir,
+            &sial_interpreter::checkpoint::new_job_id(),
+        )),
+        None => None,
+    };
+    Ok((checkpoints, restart))
+}

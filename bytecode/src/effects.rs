@@ -212,18 +212,7 @@ impl Program {
                 Class::Blocks
             }
             Op::Execute { special, args } => {
-                let intents = self
-                    .specials
-                    .get(special.index())
-                    .map_or(&[][..], |s| &s.intents[..]);
-                for (i, a) in args.iter().enumerate() {
-                    let access = match intents.get(i) {
-                        Some(Intent::Read) => Read,
-                        Some(Intent::Write) => Write,
-                        Some(Intent::Update) | None => Update,
-                    };
-                    uses.extend(exec_arg(a, &mut exprs).map(|t| (t, access)));
-                }
+                self.execute_uses(*special, args, &mut uses, &mut exprs);
                 Class::Blocks
             }
             Op::Allocate { array, .. } | Op::Deallocate { array, .. } => {
@@ -269,19 +258,34 @@ impl Program {
                 Class::Persistence
             }
             Op::Print { item, .. } => {
-                match item {
-                    PrintItem::Str(_) => {}
-                    PrintItem::IntVar(s) => uses.push((Target::Int(*s), Read)),
-                    PrintItem::Index(i) => uses.push((Target::Index(*i), Read)),
-                    PrintItem::ScalarVar(s) => uses.push((Target::Scalar(*s), Read)),
-                    PrintItem::IntExpr(e) | PrintItem::ScalarExpr(e) => exprs.push(*e),
-                    PrintItem::Block(o) => uses.push((operand(o, &mut exprs), Read)),
-                    PrintItem::Array(a) => uses.push((Target::Array(*a), Read)),
-                }
+                print_uses(item, &mut uses, &mut exprs);
                 Class::Output
             }
         };
         Effects { class, uses, exprs }
+    }
+
+    /// The arguments of `execute`, as their special's intents say (an argument past the
+    /// declared intents may be read and written).
+    fn execute_uses<'a>(
+        &self,
+        special: SpecialSlot,
+        args: &'a [ExecArg],
+        uses: &mut Vec<(Target<'a>, Access)>,
+        exprs: &mut Vec<ExprId>,
+    ) {
+        let intents = self
+            .specials
+            .get(special.index())
+            .map_or(&[][..], |s| &s.intents[..]);
+        for (i, a) in args.iter().enumerate() {
+            let access = match intents.get(i) {
+                Some(Intent::Read) => Access::Read,
+                Some(Intent::Write) => Access::Write,
+                Some(Intent::Update) | None => Access::Update,
+            };
+            uses.extend(exec_arg(a, exprs).map(|t| (t, access)));
+        }
     }
 
     /// The blocks an expression reads (element loads and dot products).
@@ -316,6 +320,23 @@ impl Program {
                 | ExprOp::ScalarCmp(_) => [None, None],
             })
             .flatten()
+    }
+}
+
+/// What `print` reads.
+fn print_uses<'a>(
+    item: &'a PrintItem,
+    uses: &mut Vec<(Target<'a>, Access)>,
+    exprs: &mut Vec<ExprId>,
+) {
+    match item {
+        PrintItem::Str(_) => {}
+        PrintItem::IntVar(s) => uses.push((Target::Int(*s), Access::Read)),
+        PrintItem::Index(i) => uses.push((Target::Index(*i), Access::Read)),
+        PrintItem::ScalarVar(s) => uses.push((Target::Scalar(*s), Access::Read)),
+        PrintItem::IntExpr(e) | PrintItem::ScalarExpr(e) => exprs.push(*e),
+        PrintItem::Block(o) => uses.push((operand(o, exprs), Access::Read)),
+        PrintItem::Array(a) => uses.push((Target::Array(*a), Access::Read)),
     }
 }
 

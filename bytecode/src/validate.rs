@@ -325,21 +325,23 @@ impl Validator<'_> {
         }
     }
 
+    /// A loop start at `pc`: its where clauses are relations and its `end` is its `LoopEnd`.
+    fn loop_start(&self, pc: usize, end: Pc, wheres: &[ExprId]) -> Check {
+        for w in wheres {
+            self.expr(*w, true)?;
+        }
+        let pairs = (end as usize) > pc
+            && matches!(self.p.code.get(end as usize), Some(Instr { op: Op::LoopEnd { start }, .. }) if *start as usize == pc);
+        if !pairs {
+            return Err(format!("loop end {end} is not this loop's LoopEnd"));
+        }
+        Ok(())
+    }
+
     fn instruction(&self, pc: usize, ins: &Instr) -> Check {
         let p = self.p;
         let len = p.code.len();
         slot("file", ins.loc.file.index(), p.files.len())?;
-        let loop_start = |end: Pc, wheres: &[ExprId]| -> Check {
-            for w in wheres {
-                self.expr(*w, true)?;
-            }
-            let pairs = (end as usize) > pc
-                && matches!(p.code.get(end as usize), Some(Instr { op: Op::LoopEnd { start }, .. }) if *start as usize == pc);
-            if !pairs {
-                return Err(format!("loop end {end} is not this loop's LoopEnd"));
-            }
-            Ok(())
-        };
         match &ins.op {
             Op::Jump { target } => slot("instruction", *target as usize, len),
             Op::JumpUnless { cond, target } => {
@@ -350,7 +352,7 @@ impl Validator<'_> {
             Op::Return | Op::End | Op::Stop => Ok(()),
             Op::DoStart { index, wheres, end } => {
                 self.index(*index)?;
-                loop_start(*end, wheres)
+                self.loop_start(pc, *end, wheres)
             }
             Op::DoInStart {
                 index,
@@ -360,7 +362,7 @@ impl Validator<'_> {
             } => {
                 self.index(*index)?;
                 self.index(*parent)?;
-                loop_start(*end, wheres)
+                self.loop_start(pc, *end, wheres)
             }
             Op::PardoStart {
                 indices,
@@ -377,7 +379,7 @@ impl Validator<'_> {
                 if let Some(s) = pragma {
                     self.string(*s)?;
                 }
-                loop_start(*end, wheres)
+                self.loop_start(pc, *end, wheres)
             }
             Op::LoopEnd { start } => match self.loop_end(*start) {
                 Some(end) if end as usize == pc && (*start as usize) < pc => Ok(()),

@@ -61,11 +61,14 @@ pub struct WorkerCheckpoint {
     pub persisted: Persisted,
 }
 
-/// A fingerprint of a job's programs (their bytecode, in order).
+/// A fingerprint of a job's programs (their bytecode, in order). The paths of the source files
+/// are left out: the same job started from another folder is the same job.
 pub fn fingerprint(programs: &[sial_bytecode::Program]) -> u32 {
     let mut h = crc32fast::Hasher::new();
     for p in programs {
-        h.update(&sial_bytecode::encode(p));
+        let mut code = p.clone();
+        code.files.clear();
+        h.update(&sial_bytecode::encode(&code));
     }
     h.finalize()
 }

@@ -6,6 +6,7 @@
 mod blocks;
 mod body;
 mod expr;
+mod put;
 mod stmts;
 mod symbols;
 

@@ -70,34 +70,7 @@ impl Worker<'_> {
                 right,
                 accumulate,
                 ..
-            } => {
-                let mut d = if *accumulate {
-                    self.take_block(dst)?
-                } else {
-                    Block::zeros(self.shape_of(dst)?)
-                };
-                let (l, r) = (self.read_block(left)?, self.read_block(right)?);
-                let labels = |b: &BlockRef| -> Vec<u32> { b.indices.iter().map(|i| i.0).collect() };
-                let (dl, ll, rl) = (labels(dst), labels(left), labels(right));
-                let (ds, ls, rs) = (
-                    k::Shape::new(&d.shape)?,
-                    k::Shape::new(&l.shape)?,
-                    k::Shape::new(&r.shape)?,
-                );
-                let plan = k::ContractionPlan::new((&dl, &ds), (&ll, &ls), (&rl, &rs))?;
-                plan.execute(
-                    &mut d.data,
-                    &l.data,
-                    &r.data,
-                    if *accumulate { 1.0 } else { 0.0 },
-                )?;
-                drop((l, r));
-                if *accumulate {
-                    self.put_back(dst, d)
-                } else {
-                    self.write_block(dst, d)
-                }
-            }
+            } => self.contract(dst, left, right, *accumulate),
             Op::BlockScaleCopy {
                 dst,
                 src,
@@ -162,54 +135,8 @@ impl Worker<'_> {
             Op::Put { dst, op, value } => self.put(dst, *op, value),
             Op::Print { item, newline } => self.print(item, *newline),
             Op::Execute { special, args } => self.execute(*special, args),
-            Op::SetPersistent { object, label } => {
-                let label = self.program.strings[label.index()].clone();
-                if let sial_bytecode::Persistent::Array(a) = object
-                    && let Some((_, first)) = self.marks.iter().find(|(o, _)| o == object)
-                {
-                    // ACES4's servers refuse a second mark; its workers keep the first label
-                    // (rlambda_rhf marks its static `dipole` twice).
-                    if let Storage::Remote = self.storage[a.index()] {
-                        return Err(RuntimeError::program(format!(
-                            "duplicate save of array {} in same sial program (set_persistent marks it once)",
-                            self.array_name(*a)
-                        )));
-                    }
-                    self.warn(&format!(
-                        "{} is already marked persistent with label \"{first}\"; it is saved with that label, not \"{label}\"",
-                        self.array_name(*a)
-                    ));
-                    return Ok(());
-                }
-                self.marks.push((*object, label.clone()));
-                if let sial_bytecode::Persistent::Array(a) = object
-                    && let Storage::Remote = self.storage[a.index()]
-                {
-                    let array = a.0;
-                    self.tell_servers(|from| ToServer::SetPersistent {
-                        from,
-                        array,
-                        label: label.clone(),
-                    })?;
-                }
-                Ok(())
-            }
-            Op::RestorePersistent { object, label } => {
-                let label = self.program.strings[label.index()].clone();
-                if let sial_bytecode::Persistent::Array(a) = object
-                    && let Storage::Remote = self.storage[a.index()]
-                {
-                    let array = a.0;
-                    return self.tell_servers_from_every_worker(|from| {
-                        ToServer::RestorePersistent {
-                            from,
-                            array,
-                            label: label.clone(),
-                        }
-                    });
-                }
-                self.restore(*object, &label)
-            }
+            Op::SetPersistent { object, label } => self.set_persistent(object, *label),
+            Op::RestorePersistent { object, label } => self.restore_persistent(object, *label),
             // Carried out by `Worker::step` itself, never placed.
             Op::Jump { .. }
             | Op::JumpUnless { .. }
@@ -238,6 +165,100 @@ impl Worker<'_> {
                 "internal: {op:?} is not a block instruction"
             ))),
         }
+    }
+
+    /// `d = l * r` and `d += l * r`: the contraction the index names define.
+    fn contract(
+        &mut self,
+        dst: &BlockRef,
+        left: &BlockRef,
+        right: &BlockRef,
+        accumulate: bool,
+    ) -> Result<()> {
+        let mut d = if accumulate {
+            self.take_block(dst)?
+        } else {
+            Block::zeros(self.shape_of(dst)?)
+        };
+        let (l, r) = (self.read_block(left)?, self.read_block(right)?);
+        let labels = |b: &BlockRef| -> Vec<u32> { b.indices.iter().map(|i| i.0).collect() };
+        let (dl, ll, rl) = (labels(dst), labels(left), labels(right));
+        let (ds, ls, rs) = (
+            k::Shape::new(&d.shape)?,
+            k::Shape::new(&l.shape)?,
+            k::Shape::new(&r.shape)?,
+        );
+        let plan = k::ContractionPlan::new((&dl, &ds), (&ll, &ls), (&rl, &rs))?;
+        plan.execute(
+            &mut d.data,
+            &l.data,
+            &r.data,
+            if accumulate { 1.0 } else { 0.0 },
+        )?;
+        drop((l, r));
+        if accumulate {
+            self.put_back(dst, d)
+        } else {
+            self.write_block(dst, d)
+        }
+    }
+
+    /// `set_persistent`: marks the object to be saved under the label at the end of the program.
+    fn set_persistent(
+        &mut self,
+        object: &sial_bytecode::Persistent,
+        label: sial_bytecode::StringSlot,
+    ) -> Result<()> {
+        let label = self.program.strings[label.index()].clone();
+        if let sial_bytecode::Persistent::Array(a) = object
+            && let Some((_, first)) = self.marks.iter().find(|(o, _)| o == object)
+        {
+            // ACES4's servers refuse a second mark; its workers keep the first label
+            // (rlambda_rhf marks its static `dipole` twice).
+            if let Storage::Remote = self.storage[a.index()] {
+                return Err(RuntimeError::program(format!(
+                    "duplicate save of array {} in same sial program (set_persistent marks it once)",
+                    self.array_name(*a)
+                )));
+            }
+            self.warn(&format!(
+                "{} is already marked persistent with label \"{first}\"; it is saved with that label, not \"{label}\"",
+                self.array_name(*a)
+            ));
+            return Ok(());
+        }
+        self.marks.push((*object, label.clone()));
+        if let sial_bytecode::Persistent::Array(a) = object
+            && let Storage::Remote = self.storage[a.index()]
+        {
+            let array = a.0;
+            self.tell_servers(|from| ToServer::SetPersistent {
+                from,
+                array,
+                label: label.clone(),
+            })?;
+        }
+        Ok(())
+    }
+
+    /// `restore_persistent`: the object saved under the label by an earlier program.
+    fn restore_persistent(
+        &mut self,
+        object: &sial_bytecode::Persistent,
+        label: sial_bytecode::StringSlot,
+    ) -> Result<()> {
+        let label = self.program.strings[label.index()].clone();
+        if let sial_bytecode::Persistent::Array(a) = object
+            && let Storage::Remote = self.storage[a.index()]
+        {
+            let array = a.0;
+            return self.tell_servers_from_every_worker(|from| ToServer::RestorePersistent {
+                from,
+                array,
+                label: label.clone(),
+            });
+        }
+        self.restore(*object, &label)
     }
 
     /// A block of a block-map array by key (for the super block of a slice or insert).

@@ -227,11 +227,10 @@ fn check_expectations(t: &Target, o: &Outcome, label: &str, problems: &mut Vec<S
 }
 
 fn check_configs(launcher: &[String], configs: &[(&str, Vec<&str>)]) {
-    let dir = std::env::temp_dir().join(format!(
-        "sial-distributed-{}-{}",
-        std::process::id(),
-        configs.len()
-    ));
+    // One folder per call: the tests run in parallel and each removes its folder at the end.
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("sial-distributed-{}-{call}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let mut problems = Vec::new();
     let targets = targets();

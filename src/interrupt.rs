@@ -31,6 +31,10 @@ pub fn install(cleanup: Cleanup) -> Result<(), String> {
             let cleanup = std::sync::Arc::clone(&cleanup);
             std::thread::spawn(move || {
                 finish(&cleanup, signal);
+                // A server may have spilled into the folder again meanwhile.
+                if let Some(dir) = &cleanup.scratch {
+                    let _ = std::fs::remove_dir_all(dir);
+                }
                 std::process::exit(code);
             });
         }

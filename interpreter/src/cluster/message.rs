@@ -102,7 +102,7 @@ pub struct Claim {
 }
 
 /// Figures a server reports at the end of a program.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ServerStats {
     pub messages: u64,
     pub bytes_in: u64,

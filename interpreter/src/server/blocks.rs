@@ -39,7 +39,7 @@ impl Default for Spill {
 }
 
 /// Disk figures of one server.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct DiskStats {
     pub peak_memory: u64,
     pub bytes_written: u64,

@@ -43,7 +43,7 @@ pub const MAX_DEPTH: usize = 64;
 const WINDOW: u64 = 8;
 
 /// Figures of one site (or, summed, of a worker).
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct SiteStats {
     /// Index of the program in the job, and the source line of the `get`.
     pub program: u32,

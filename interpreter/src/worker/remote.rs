@@ -83,7 +83,7 @@ pub(crate) enum Prefetched {
 }
 
 /// Figures of one worker for the end-of-run summary and `--stats`.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct WorkerStats {
     pub wait_blocks: Duration,
     pub barrier: Duration,
@@ -108,7 +108,7 @@ pub struct WorkerStats {
 }
 
 /// Time and instruction count of one source line (`--profile`).
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct LineProfile {
     pub program: u32,
     pub line: u32,

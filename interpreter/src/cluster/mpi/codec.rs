@@ -1,5 +1,6 @@
-//! The messages' headers in a compact binary form: little-endian fixed-width fields. Block data
-//! never goes through here; it follows the header as raw `f64` messages.
+//! The messages' headers in a compact binary form: little-endian fixed-width fields, and the
+//! servers' figures encoded with postcard. Block data never goes through here; it follows the
+//! header as raw `f64` messages.
 
 use super::*;
 
@@ -36,8 +37,11 @@ impl Writer {
         }
     }
     fn text(&mut self, s: &str) {
-        self.u64(s.len() as u64);
-        self.0.extend_from_slice(s.as_bytes());
+        self.bytes(s.as_bytes());
+    }
+    fn bytes(&mut self, b: &[u8]) {
+        self.u64(b.len() as u64);
+        self.0.extend_from_slice(b);
     }
 }
 
@@ -93,13 +97,16 @@ impl Reader<'_> {
         (0..n).map(|_| self.len()).collect()
     }
     fn text(&mut self) -> Result<String> {
+        String::from_utf8(self.bytes()?).map_err(|_| malformed())
+    }
+    fn bytes(&mut self) -> Result<Vec<u8>> {
         let n = self.len()?;
         if n > self.0.len() {
             return Err(malformed());
         }
         let (head, rest) = self.0.split_at(n);
         self.0 = rest;
-        String::from_utf8(head.to_vec()).map_err(|_| malformed())
+        Ok(head.to_vec())
     }
     fn end(&self) -> Result<()> {
         if self.0.is_empty() {
@@ -345,37 +352,8 @@ pub(super) fn encode_reply(msg: ToWorker) -> (Vec<u8>, Vec<Arc<Block>>) {
         ToWorker::Ended { server, stats } => {
             w.u8(3);
             w.u32(server);
-            let ServerStats {
-                messages,
-                bytes_in,
-                bytes_out,
-                blocks_held_peak,
-                bytes_held_peak,
-                busy_seconds,
-                disk,
-            } = stats;
-            let DiskStats {
-                peak_memory,
-                bytes_written,
-                bytes_read,
-                blocks_spilled,
-                blocks_reloaded,
-            } = disk;
-            for v in [
-                messages,
-                bytes_in,
-                bytes_out,
-                blocks_held_peak,
-                bytes_held_peak,
-                peak_memory,
-                bytes_written,
-                bytes_read,
-                blocks_spilled,
-                blocks_reloaded,
-            ] {
-                w.u64(v);
-            }
-            w.f64(busy_seconds);
+            // Encoding plain figures into a Vec cannot fail.
+            w.bytes(&postcard::to_stdvec(&stats).unwrap_or_default());
         }
     }
     (w.0, blocks)
@@ -444,44 +422,10 @@ pub(super) fn decode_reply(
                 blocks,
             }
         }
-        3 => {
-            let server = r.u32()?;
-            let mut v = [0u64; 10];
-            for x in &mut v {
-                *x = r.u64()?;
-            }
-            let busy_seconds = r.f64()?;
-            let [
-                messages,
-                bytes_in,
-                bytes_out,
-                blocks_held_peak,
-                bytes_held_peak,
-                peak_memory,
-                bytes_written,
-                bytes_read,
-                blocks_spilled,
-                blocks_reloaded,
-            ] = v;
-            ToWorker::Ended {
-                server,
-                stats: ServerStats {
-                    messages,
-                    bytes_in,
-                    bytes_out,
-                    blocks_held_peak,
-                    bytes_held_peak,
-                    busy_seconds,
-                    disk: DiskStats {
-                        peak_memory,
-                        bytes_written,
-                        bytes_read,
-                        blocks_spilled,
-                        blocks_reloaded,
-                    },
-                },
-            }
-        }
+        3 => ToWorker::Ended {
+            server: r.u32()?,
+            stats: postcard::from_bytes(&r.bytes()?).map_err(|_| malformed())?,
+        },
         _ => return Err(malformed()),
     };
     r.end()?;
@@ -491,6 +435,7 @@ pub(super) fn decode_reply(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::server::blocks::DiskStats;
 
     fn key() -> BlockKey {
         BlockKey {

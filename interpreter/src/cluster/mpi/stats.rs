@@ -1,180 +1,44 @@
-//! A worker's figures as numbers, for the gather to worker 0 at the end of a job.
+//! A worker's figures for the gather to worker 0 at the end of a job: encoded with postcard,
+//! carried in the `f64` vectors the workers' gather moves (8 bytes each, after the length).
 
 use super::*;
 
 /// A worker's figures as numbers for the gather to worker 0.
 pub(super) fn stats_out(s: &WorkerStats) -> Vec<f64> {
-    let WorkerStats {
-        wait_blocks,
-        barrier,
-        messages_sent,
-        messages_received,
-        bytes_sent,
-        bytes_received,
-        gets,
-        get_hits,
-        puts,
-        blocks_fetched,
-        blocks_evicted,
-        refetched,
-        cache_peak_bytes,
-        barriers,
-        ref sites,
-        ref lines,
-        ref gpu,
-    } = *s;
-    let mut v = vec![wait_blocks.as_secs_f64(), barrier.as_secs_f64()];
-    // Counts stay exact as f64 below 2^53.
-    v.extend(
-        [
-            messages_sent,
-            messages_received,
-            bytes_sent,
-            bytes_received,
-            gets,
-            get_hits,
-            puts,
-            blocks_fetched,
-            blocks_evicted,
-            refetched,
-            cache_peak_bytes,
-            barriers,
-        ]
-        .map(|x| x as f64),
-    );
-    v.push(sites.len() as f64);
-    for t in sites {
-        v.extend([
-            t.program as f64,
-            t.line as f64,
-            t.gets as f64,
-            t.reads as f64,
-            t.waited as f64,
-            t.wait.as_secs_f64(),
-            t.requested as f64,
-            t.used as f64,
-            t.wasted as f64,
-            t.max_depth as f64,
-        ]);
-    }
-    v.push(lines.len() as f64);
-    for l in lines {
-        v.extend([
-            l.program as f64,
-            l.line as f64,
-            l.instructions as f64,
-            l.time.as_secs_f64(),
-        ]);
-    }
-    // The device figures (the device's name stays with its worker).
-    match gpu {
-        None => v.push(0.0),
-        Some(g) => {
-            v.push(1.0);
-            v.extend(
-                [
-                    g.uploads,
-                    g.upload_bytes,
-                    g.downloads,
-                    g.download_bytes,
-                    g.device_instructions,
-                    g.host_instructions,
-                    g.kernel_launches,
-                    g.evictions,
-                    g.write_backs,
-                    g.pinned.hits,
-                    g.pinned.misses,
-                    g.pinned.peak_bytes as u64,
-                ]
-                .map(|x| x as f64),
-            );
-            v.push(g.pinned.alloc_seconds);
-        }
-    }
-    v
+    // Encoding plain figures into a Vec cannot fail.
+    let bytes = postcard::to_stdvec(s).unwrap_or_default();
+    let mut out = Vec::with_capacity(1 + bytes.len().div_ceil(8));
+    out.push(f64::from_bits(bytes.len() as u64));
+    out.extend(bytes.chunks(8).map(|c| {
+        let mut word = [0u8; 8];
+        word[..c.len()].copy_from_slice(c);
+        f64::from_bits(u64::from_le_bytes(word))
+    }));
+    out
 }
 
+/// The figures [`stats_out`] sent, or none where the numbers are not such figures.
 pub(super) fn stats_in(v: &[f64]) -> WorkerStats {
-    let at = |i: usize| v.get(i).copied().unwrap_or(0.0);
-    let n = |i: usize| at(i) as u64;
-    let secs = |i: usize| Duration::try_from_secs_f64(at(i)).unwrap_or_default();
-    let at_lines = 15 + 10 * n(14) as usize;
-    let at_gpu = at_lines + 1 + 4 * n(at_lines) as usize;
-    WorkerStats {
-        wait_blocks: secs(0),
-        barrier: secs(1),
-        messages_sent: n(2),
-        messages_received: n(3),
-        bytes_sent: n(4),
-        bytes_received: n(5),
-        gets: n(6),
-        get_hits: n(7),
-        puts: n(8),
-        blocks_fetched: n(9),
-        blocks_evicted: n(10),
-        refetched: n(11),
-        cache_peak_bytes: n(12),
-        barriers: n(13),
-        sites: (0..n(14) as usize)
-            .map(|k| {
-                let b = 15 + 10 * k;
-                SiteStats {
-                    program: n(b) as u32,
-                    line: n(b + 1) as u32,
-                    gets: n(b + 2),
-                    reads: n(b + 3),
-                    waited: n(b + 4),
-                    wait: secs(b + 5),
-                    requested: n(b + 6),
-                    used: n(b + 7),
-                    wasted: n(b + 8),
-                    max_depth: n(b + 9),
-                }
-            })
-            .collect(),
-        lines: {
-            (0..n(at_lines) as usize)
-                .map(|k| {
-                    let b = at_lines + 1 + 4 * k;
-                    LineProfile {
-                        program: n(b) as u32,
-                        line: n(b + 1) as u32,
-                        instructions: n(b + 2),
-                        time: secs(b + 3),
-                    }
-                })
-                .collect()
-        },
-        gpu: {
-            (n(at_gpu) == 1).then(|| {
-                let g = |k: usize| n(at_gpu + 1 + k);
-                let mut s = crate::device::GpuStats {
-                    device: "GPU".into(),
-                    uploads: g(0),
-                    upload_bytes: g(1),
-                    downloads: g(2),
-                    download_bytes: g(3),
-                    device_instructions: g(4),
-                    host_instructions: g(5),
-                    kernel_launches: g(6),
-                    evictions: g(7),
-                    write_backs: g(8),
-                    ..Default::default()
-                };
-                s.pinned.hits = g(9);
-                s.pinned.misses = g(10);
-                s.pinned.peak_bytes = g(11) as usize;
-                s.pinned.alloc_seconds = at(at_gpu + 13);
-                s.pinned_hit_ratio = s.pinned.hit_ratio();
-                s
-            })
-        },
-    }
+    let Some((len, words)) = v.split_first() else {
+        return WorkerStats::default();
+    };
+    let bytes: Vec<u8> = words
+        .iter()
+        .flat_map(|w| w.to_bits().to_le_bytes())
+        .collect();
+    let len = usize::try_from(len.to_bits()).unwrap_or(usize::MAX);
+    bytes
+        .get(..len)
+        .and_then(|b| postcard::from_bytes(b).ok())
+        .unwrap_or_default()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::worker::LineProfile;
+    use crate::worker::prefetch::SiteStats;
+    use std::time::Duration;
 
     #[test]
     fn worker_figures_survive_the_gather() {

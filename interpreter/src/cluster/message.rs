@@ -3,25 +3,28 @@
 //! can check consistency (§7.7) and name the line in its messages.
 
 use crate::store::{Block, BlockKey};
+use serde::{Deserialize, Serialize};
 use sial_bytecode::PutOp;
 use std::sync::Arc;
 
 /// What a put sends: a whole block, or one value for the scalar forms.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum Payload {
-    Block(Vec<f64>),
+    Block(#[serde(with = "data_length")] Vec<f64>),
     Scalar(f64),
 }
 
 /// Which request of a worker: rank, section, source line.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Origin {
     pub worker: u32,
     pub section: u32,
     pub line: u32,
 }
 
-#[derive(Debug, Clone)]
+/// A request to a server. Serialised (for the MPI transport), a message holds the shape and
+/// length of its block data but not the data, which travels on its own (`data_length`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum ToServer {
     /// `get`/`request`: reply with the block. A `prefetch` is speculative (docs/ARCHITECTURE.md
     /// "Prefetch"): it is not a read for consistency checking until a `Claims` names it, and
@@ -94,7 +97,7 @@ impl ToServer {
 }
 
 /// A prefetched block a `get` used: array, block, source line of the `get`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Claim {
     pub array: u32,
     pub key: BlockKey,
@@ -113,13 +116,15 @@ pub struct ServerStats {
     pub disk: crate::server::blocks::DiskStats,
 }
 
-#[derive(Debug, Clone)]
+/// A reply to a worker; serialised like [`ToServer`], without the block data.
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum ToWorker {
     /// The reply to a `Get` of section `section`.
     Block {
         array: u32,
         key: BlockKey,
         section: u32,
+        #[serde(with = "block_shape")]
         block: Arc<Block>,
     },
     /// The reply to a prefetch `Get` of a block the server does not hold.
@@ -134,6 +139,7 @@ pub enum ToWorker {
     Snapshot {
         server: u32,
         array: u32,
+        #[serde(with = "blocks_shape")]
         blocks: Vec<(BlockKey, Arc<Block>)>,
     },
     Ended {
@@ -149,5 +155,86 @@ impl ToWorker {
             ToWorker::Snapshot { blocks, .. } => blocks.iter().map(|(_, b)| b.data.len() * 8).sum(),
             _ => 0,
         }
+    }
+}
+
+/// Block data in a serialised message: its length only. Deserialised, the data is zeros of
+/// that length, into which the transport receives the data that follows the message.
+mod data_length {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    /// More values than any block of any budget holds: a damaged message.
+    const MOST: u64 = 1 << 40;
+
+    pub fn serialize<S: Serializer>(data: &[f64], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(data.len() as u64)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<f64>, D::Error> {
+        zeros(u64::deserialize(d)?)
+    }
+
+    /// `n` zeros, for data that follows its message.
+    pub fn zeros<E: serde::de::Error>(n: u64) -> Result<Vec<f64>, E> {
+        if n > MOST {
+            return Err(E::custom("block data length out of range"));
+        }
+        Ok(vec![0.0; n as usize])
+    }
+}
+
+/// A block in a serialised message: its shape and the length of its data (see `data_length`).
+mod block_shape {
+    use super::data_length::zeros;
+    use crate::store::Block;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    use std::sync::Arc;
+
+    pub fn serialize<S: Serializer>(b: &Arc<Block>, s: S) -> Result<S::Ok, S::Error> {
+        (b.shape.as_slice(), b.data.len() as u64).serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Arc<Block>, D::Error> {
+        let (shape, n) = <(Vec<usize>, u64)>::deserialize(d)?;
+        Ok(Arc::new(Block {
+            shape,
+            data: zeros(n)?,
+        }))
+    }
+}
+
+/// The blocks of a snapshot, as `block_shape`.
+mod blocks_shape {
+    use super::data_length::zeros;
+    use crate::store::{Block, BlockKey};
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::sync::Arc;
+
+    pub fn serialize<S: Serializer>(
+        blocks: &[(BlockKey, Arc<Block>)],
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        s.collect_seq(
+            blocks
+                .iter()
+                .map(|(k, b)| (k, b.shape.as_slice(), b.data.len() as u64)),
+        )
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Vec<(BlockKey, Arc<Block>)>, D::Error> {
+        Vec::<(BlockKey, Vec<usize>, u64)>::deserialize(d)?
+            .into_iter()
+            .map(|(key, shape, n)| {
+                Ok((
+                    key,
+                    Arc::new(Block {
+                        shape,
+                        data: zeros(n)?,
+                    }),
+                ))
+            })
+            .collect()
     }
 }

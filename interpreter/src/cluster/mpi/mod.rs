@@ -9,13 +9,13 @@
 //! other forever (MPI's standard send may wait for the matching receive). One thread per process
 //! calls MPI (`MPI_THREAD_FUNNELED`).
 
-use super::message::{Claim, Origin, Payload, ServerStats, ToServer, ToWorker};
+use super::message::{Payload, ServerStats, ToServer, ToWorker};
 use super::{ServerLink, WorkerLink, layout};
 use crate::error::{Result, RuntimeError};
 use crate::job::{self, Fault, Options, Report};
 use crate::setup::Setup;
 use crate::specials::Registry;
-use crate::store::{Block, BlockKey};
+use crate::store::Block;
 use crate::worker::{FinalState, WorkerStats};
 use ::mpi::Threading;
 use ::mpi::collective::{CommunicatorCollectives, Root};
@@ -25,7 +25,7 @@ use ::mpi::ffi;
 use ::mpi::point_to_point::{MatchedReceiveVec, Source};
 use ::mpi::raw::AsRaw;
 use ::mpi::topology::{Color, Communicator, SimpleCommunicator};
-use sial_bytecode::{Program, PutOp};
+use sial_bytecode::Program;
 use std::collections::VecDeque;
 use std::io::Write;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -106,10 +106,8 @@ impl WorkerLink for MpiWorker {
         };
         let (header, status) = probed.matched_receive_vec::<u8>();
         let from = self.world.process_at_rank(status.source_rank());
-        decode_reply(&header, &mut |len| {
-            let mut data = vec![0.0; len];
-            from.receive_into_with_tag(&mut data[..], TO_WORKER);
-            data
+        decode_reply(&header, &mut |data| {
+            from.receive_into_with_tag(data, TO_WORKER);
         })
         .map(Some)
     }
@@ -213,9 +211,9 @@ fn count_of(len: usize) -> Result<i32> {
         .map_err(|_| RuntimeError::new(format!("{len} values are too many for one MPI message")))
 }
 
-/// A request from its header; `data(n)` receives the `n` values of block data that follow.
-/// Decodes a header; the callback receives the next data message of the given length.
-type Decode<T> = fn(&[u8], &mut dyn FnMut(usize) -> Vec<f64>) -> Result<T>;
+/// Decodes a message from its header; the callback receives each data message that follows
+/// into the buffer it is given.
+type Decode<T> = fn(&[u8], &mut dyn FnMut(&mut [f64])) -> Result<T>;
 
 /// Polls `probe` until it finds a message. MPI's own blocking probe spins on the core, which
 /// starves the other ranks when there are more ranks than cores (a laptop, a CI machine): after
@@ -257,10 +255,8 @@ fn receive<T>(world: &SimpleCommunicator, tag: i32, decode: Decode<T>) -> Result
     let probed = wait_for(|| world.any_process().immediate_matched_probe_with_tag(tag));
     let (header, status) = probed.matched_receive_vec::<u8>();
     let from = world.process_at_rank(status.source_rank());
-    decode(&header, &mut |len| {
-        let mut data = vec![0.0; len];
-        from.receive_into_with_tag(&mut data[..], tag);
-        data
+    decode(&header, &mut |data| {
+        from.receive_into_with_tag(data, tag);
     })
 }
 

@@ -153,6 +153,14 @@ pub struct Report {
     pub devices: String,
 }
 
+/// What every rank of a job is given: its setup data, the specials, the run options.
+#[derive(Clone, Copy)]
+pub(crate) struct JobInputs<'a> {
+    pub(crate) setup: &'a Setup,
+    pub(crate) registry: &'a Registry,
+    pub(crate) options: &'a Options,
+}
+
 /// Runs every program of a job; `done` sees each program's final state on worker 0.
 pub fn run(
     programs: &[Program],
@@ -172,6 +180,11 @@ pub fn run(
     });
     let resume = resume_point(programs, options)?;
     let resume = &resume;
+    let job = JobInputs {
+        setup,
+        registry,
+        options,
+    };
     let mut report = if options.servers == 0 {
         if options.workers != 1 {
             return Err(RuntimeError::input(format!(
@@ -179,11 +192,11 @@ pub fn run(
                 options.workers
             )));
         }
-        solo(programs, setup, registry, out, options, resume, &mut done)?
+        solo(programs, job, out, resume, &mut done)?
     } else if options.workers == 0 {
         return Err(RuntimeError::input("a job needs at least one worker"));
     } else {
-        threads(programs, setup, registry, out, options, resume, &mut done)?
+        threads(programs, job, out, resume, &mut done)?
     };
     if let Some(dir) = &options.checkpoints {
         dir.remove();
@@ -232,13 +245,12 @@ pub(crate) fn resume_point(programs: &[Program], options: &Options) -> Result<Wo
 
 fn solo(
     programs: &[Program],
-    setup: &Setup,
-    registry: &Registry,
+    job: JobInputs<'_>,
     out: &mut (dyn Write + Send),
-    options: &Options,
     resume: &WorkerCheckpoint,
     done: &mut dyn FnMut(&FinalState<'_>),
 ) -> Result<Report> {
+    let options = job.options;
     let mut persisted = resume.persisted.clone();
     let mut saved = saved_at_start(options, 0)?;
     let mut report = Report {
@@ -249,17 +261,7 @@ fn solo(
     };
     for (i, program) in programs.iter().enumerate().skip(resume.completed) {
         let mut link = Solo::new(program, &mut saved, options.spill(0));
-        let stats = run_program(
-            program,
-            i,
-            setup,
-            registry,
-            out,
-            options,
-            &mut persisted,
-            &mut link,
-            done,
-        )?;
+        let stats = run_program(program, i, job, out, &mut persisted, &mut link, done)?;
         report.workers[0].add(&stats.0);
         add_servers(&mut report.servers, &stats.1);
         if let Some(dir) = &options.checkpoints {
@@ -271,21 +273,19 @@ fn solo(
 }
 
 /// One program on one worker; returns the worker's figures and (worker 0) the servers'.
-#[allow(clippy::too_many_arguments)]
 fn run_program(
     program: &Program,
     index: usize,
-    setup: &Setup,
-    registry: &Registry,
+    job: JobInputs<'_>,
     out: &mut dyn Write,
-    options: &Options,
     persisted: &mut Persisted,
     link: &mut dyn WorkerLink,
     done: &mut dyn FnMut(&FinalState<'_>),
 ) -> Result<(WorkerStats, Vec<ServerStats>)> {
+    let options = job.options;
     let env = Env {
-        setup,
-        registry,
+        setup: job.setup,
+        registry: job.registry,
         out,
         persisted,
         work_dir: options.work_dir.clone(),
@@ -334,17 +334,15 @@ pub(crate) fn serve_job(
 /// A worker runs every program of `todo`; worker 0 also collects the servers' figures and
 /// writes the worker checkpoint after each program (the servers wrote theirs before
 /// acknowledging the end). Returns this worker's figures and (worker 0) the servers'.
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn work_job(
     todo: &[Program],
     resume: &WorkerCheckpoint,
-    setup: &Setup,
-    registry: &Registry,
+    job: JobInputs<'_>,
     out: &mut dyn Write,
-    options: &Options,
     link: &mut dyn WorkerLink,
     done: &mut dyn FnMut(&FinalState<'_>),
 ) -> Result<(WorkerStats, Vec<ServerStats>)> {
+    let options = job.options;
     let first = link.rank() == 0;
     let mut persisted = resume.persisted.clone();
     let mut mine = WorkerStats::default();
@@ -353,10 +351,8 @@ pub(crate) fn work_job(
         let s = run_program(
             program,
             resume.completed + i,
-            setup,
-            registry,
+            job,
             out,
-            options,
             &mut persisted,
             link,
             done,
@@ -438,13 +434,12 @@ fn guarded<T>(abort: &Abort, who: &str, body: impl FnOnce() -> Result<T>) -> Opt
 
 fn threads(
     programs: &[Program],
-    setup: &Setup,
-    registry: &Registry,
+    job: JobInputs<'_>,
     out: &mut (dyn Write + Send),
-    options: &Options,
     resume: &WorkerCheckpoint,
     done: &mut dyn FnMut(&FinalState<'_>),
 ) -> Result<Report> {
+    let options = job.options;
     let abort = Arc::new(Abort::default());
     let todo = &programs[resume.completed.min(programs.len())..];
     let (mut worker_links, server_links) = local::fabric(
@@ -485,16 +480,7 @@ fn threads(
                         panic!("injected fault");
                     }
                     let mut out = std::io::stdout();
-                    let (stats, _) = work_job(
-                        todo,
-                        resume,
-                        setup,
-                        registry,
-                        &mut out,
-                        options,
-                        &mut link,
-                        &mut |_| {},
-                    )?;
+                    let (stats, _) = work_job(todo, resume, job, &mut out, &mut link, &mut |_| {})?;
                     Ok(stats)
                 })
             }));
@@ -503,9 +489,7 @@ fn threads(
             if !todo.is_empty() && options.fault == Some(Fault::WorkerPanic(0)) {
                 panic!("injected fault");
             }
-            let (stats, servers) = work_job(
-                todo, resume, setup, registry, out, options, &mut link0, done,
-            )?;
+            let (stats, servers) = work_job(todo, resume, job, out, &mut link0, done)?;
             report.workers[0] = stats;
             add_servers(&mut report.servers, &servers);
             Ok(())

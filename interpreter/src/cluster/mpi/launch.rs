@@ -52,9 +52,12 @@ pub fn run(
                 Ok(None)
             }
             Link::Worker(mut link) => {
-                let mut report = work_all(
-                    todo, &resume, setup, registry, out, options, &mut link, &mut done,
-                )?;
+                let job = job::JobInputs {
+                    setup,
+                    registry,
+                    options,
+                };
+                let mut report = work_all(todo, &resume, job, out, &mut link, &mut done)?;
                 link.outbox.drain();
                 if let Some(r) = &mut report {
                     r.programs = programs.iter().map(|p| p.name.clone()).collect();
@@ -138,17 +141,15 @@ pub(super) fn serve_all(
     job::serve_job(todo, link, options, rank)
 }
 
-#[allow(clippy::too_many_arguments)]
 pub(super) fn work_all(
     todo: &[Program],
     resume: &crate::checkpoint::WorkerCheckpoint,
-    setup: &Setup,
-    registry: &Registry,
+    job: job::JobInputs<'_>,
     out: &mut (dyn Write + Send),
-    options: &Options,
     link: &mut MpiWorker,
     done: &mut dyn FnMut(&FinalState<'_>),
 ) -> Result<Option<Report>> {
+    let options = job.options;
     let rank = link.rank;
     if !todo.is_empty() && options.fault == Some(Fault::WorkerPanic(rank)) {
         // A testing aid: die as a killed process would, without a word.
@@ -156,18 +157,9 @@ pub(super) fn work_all(
     }
     let mut stdout = std::io::stdout();
     let (mine, mut servers) = if rank == 0 {
-        job::work_job(todo, resume, setup, registry, out, options, link, done)?
+        job::work_job(todo, resume, job, out, link, done)?
     } else {
-        job::work_job(
-            todo,
-            resume,
-            setup,
-            registry,
-            &mut stdout,
-            options,
-            link,
-            &mut |_| {},
-        )?
+        job::work_job(todo, resume, job, &mut stdout, link, &mut |_| {})?
     };
     // Every worker's figures to worker 0 for the summary.
     let all = link.all_gather(stats_out(&mine))?;

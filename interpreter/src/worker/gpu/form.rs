@@ -22,17 +22,18 @@ pub(super) enum Kernel {
     ScaleCopy(f64, bool),
 }
 
+/// An instruction's result block, operand blocks, result intent and kernel.
+type KernelForm = (BlockRef, Vec<BlockRef>, Intent, Kernel);
+
 impl Worker<'_> {
-    /// The blocks and kernel of a block instruction of a kind the device can run, and whether
-    /// it can here: every operand a block of a local/temp array or a fetched block, the result
-    /// a local/temp block. Otherwise the host runs it, and the blocks name the local ones it
-    /// uses. `None` for other instructions.
-    pub(super) fn device_form(&self, op: &Op) -> Result<Option<(Vec<Place>, Kernel, bool)>> {
+    /// The result block, operand blocks, result intent and kernel of an instruction of a kind
+    /// the device can run; `None` for other instructions.
+    fn device_kernel(&self, op: &Op) -> Result<Option<KernelForm>> {
         let block = |o: &Operand| match o {
             Operand::Block(b) => Some(b.clone()),
             Operand::Region(_) => None,
         };
-        let (dst, srcs, dst_intent, kernel): (BlockRef, Vec<BlockRef>, Intent, Kernel) = match op {
+        let form = match op {
             Op::BlockScalar { dst, update, value } => {
                 let Some(d) = block(dst) else { return Ok(None) };
                 let intent = if *update == ScalarUpdate::Fill {
@@ -162,6 +163,17 @@ impl Worker<'_> {
             | Op::GpuOn
             | Op::GpuOff
             | Op::Gpu { .. } => return Ok(None),
+        };
+        Ok(Some(form))
+    }
+
+    /// The blocks and kernel of a block instruction of a kind the device can run, and whether
+    /// it can here: every operand a block of a local/temp array or a fetched block, the result
+    /// a local/temp block. Otherwise the host runs it, and the blocks name the local ones it
+    /// uses. `None` for other instructions.
+    pub(super) fn device_form(&self, op: &Op) -> Result<Option<(Vec<Place>, Kernel, bool)>> {
+        let Some((dst, srcs, dst_intent, kernel)) = self.device_kernel(op)? else {
+            return Ok(None);
         };
         // The device runs it when every block is a local/temp block or a fetched one; else
         // the host does, and `places` still names the local blocks it uses.

@@ -377,9 +377,9 @@ fn parse_size(text: &str) -> Result<usize, String> {
 }
 
 /// `--device`, `--gpu-backend`, `--gpu-memory`, `--pinned-memory`, `--gpu-streams`.
-fn gpu_options(args: &RunArgs) -> Result<sial_interpreter::worker::gpu::GpuOptions, String> {
+fn gpu_options(args: &RunArgs) -> Result<sial_interpreter::options::GpuOptions, String> {
     use sial_interpreter::device::DeviceMode;
-    use sial_interpreter::worker::gpu::{Backend, GpuOptions};
+    use sial_interpreter::options::{Backend, GpuOptions};
     let mode = match args.device.as_str() {
         "cpu" => DeviceMode::Cpu,
         "gpu" => DeviceMode::Gpu,
@@ -432,8 +432,8 @@ fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
 }
 
 /// `worker:R` / `server:R`.
-fn parse_fault(text: &str) -> Result<sial_interpreter::job::Fault, String> {
-    use sial_interpreter::job::Fault;
+fn parse_fault(text: &str) -> Result<sial_interpreter::options::Fault, String> {
+    use sial_interpreter::options::Fault;
     let bad = || format!("bad fault {text:?}: write worker:RANK or server:RANK");
     let (role, rank) = text.split_once(':').ok_or_else(bad)?;
     let rank: usize = rank.parse().map_err(|_| bad())?;
@@ -514,7 +514,7 @@ fn run_mpi(
     setup: &sial_interpreter::setup::Setup,
     registry: &sial_interpreter::specials::Registry,
     out: &mut (dyn std::io::Write + Send),
-    options: &sial_interpreter::job::Options,
+    options: &sial_interpreter::options::Options,
     done: impl FnMut(&sial_interpreter::worker::FinalState<'_>),
 ) -> Result<Option<sial_interpreter::job::Report>, sial_interpreter::error::RuntimeError> {
     sial_interpreter::cluster::mpi::run(programs, setup, registry, out, options, done)
@@ -526,7 +526,7 @@ fn run_mpi(
     _: &sial_interpreter::setup::Setup,
     _: &sial_interpreter::specials::Registry,
     _: &mut (dyn std::io::Write + Send),
-    _: &sial_interpreter::job::Options,
+    _: &sial_interpreter::options::Options,
     _: impl FnMut(&sial_interpreter::worker::FinalState<'_>),
 ) -> Result<Option<sial_interpreter::job::Report>, sial_interpreter::error::RuntimeError> {
     // `mpi_processes` is None without the feature.

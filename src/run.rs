@@ -3,7 +3,8 @@
 
 use super::*;
 use sial_interpreter::checkpoint::JobDir;
-use sial_interpreter::job::{Options as RunOptions, Report};
+use sial_interpreter::job::Report;
+use sial_interpreter::options::Options as RunOptions;
 use sial_interpreter::setup::Setup;
 use sial_interpreter::worker::FinalState;
 
@@ -82,7 +83,7 @@ fn run_options(args: &RunArgs, mpi: Option<usize>) -> Result<RunOptions, String>
         workers,
         servers,
         worker_memory: size("--worker-memory", &args.worker_memory)?
-            .unwrap_or(sial_interpreter::job::DEFAULT_WORKER_MEMORY),
+            .unwrap_or(sial_interpreter::options::DEFAULT_WORKER_MEMORY),
         server_memory: size("--server-memory", &args.server_memory)?.unwrap_or(usize::MAX),
         scratch_limit: size("--scratch-limit", &args.scratch_limit)?.map(|m| m as u64),
         snapshot: args.dump.is_some(),

@@ -73,7 +73,7 @@ fn run(program: &Program, setup: &Setup, registry: &Registry) -> Duration {
         setup,
         registry,
         &mut out,
-        &sial_interpreter::job::Options {
+        &sial_interpreter::options::Options {
             work_dir: std::env::temp_dir(),
             ..Default::default()
         },

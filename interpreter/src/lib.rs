@@ -11,6 +11,7 @@ pub mod dump;
 pub mod error;
 pub mod job;
 pub mod layout;
+pub mod options;
 pub mod persist;
 pub mod print;
 pub mod report;

@@ -182,7 +182,7 @@ impl Worker<'_> {
             }
         }
         let short =
-            self.net.get_mut().prefetch == super::prefetch::PrefetchMode::Auto && iterations < 3;
+            self.net.get_mut().prefetch == crate::options::PrefetchMode::Auto && iterations < 3;
         if levels == 0 || short {
             return Ahead::idle();
         }

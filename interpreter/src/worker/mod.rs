@@ -44,13 +44,13 @@ pub struct Env<'a> {
     /// Worker 0 collects every distributed/served block at the end (for `--dump`).
     pub snapshot: bool,
     /// `--prefetch`.
-    pub prefetch: prefetch::PrefetchMode,
+    pub prefetch: crate::options::PrefetchMode,
     /// Time and count instructions per source line (`--profile`).
     pub profile: bool,
     /// This program's index in the job (names prefetch sites and profile lines).
     pub program_index: u32,
     /// `--device` and the device options.
-    pub gpu: gpu::GpuOptions,
+    pub gpu: crate::options::GpuOptions,
 }
 
 pub struct Worker<'a> {

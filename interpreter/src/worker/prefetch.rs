@@ -6,38 +6,8 @@
 //! pauses before trying again) when prefetched blocks are wasted or the worker memory budget
 //! has no room for them.
 
-use std::str::FromStr;
+use crate::options::{MAX_DEPTH, PrefetchMode};
 use std::time::{Duration, Instant};
-
-/// `--prefetch off|auto|N`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum PrefetchMode {
-    Off,
-    #[default]
-    Auto,
-    /// A fixed depth for every site.
-    Depth(usize),
-}
-
-impl FromStr for PrefetchMode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<PrefetchMode, String> {
-        match s {
-            "off" => Ok(PrefetchMode::Off),
-            "auto" => Ok(PrefetchMode::Auto),
-            n => match n.parse::<usize>() {
-                Ok(0) => Ok(PrefetchMode::Off),
-                Ok(d) if d <= MAX_DEPTH => Ok(PrefetchMode::Depth(d)),
-                _ => Err(format!(
-                    "prefetch must be off, auto or a depth from 0 to {MAX_DEPTH}, not \"{s}\""
-                )),
-            },
-        }
-    }
-}
-
-/// The deepest look-ahead (fixed or adapted).
-pub const MAX_DEPTH: usize = 64;
 
 /// Prefetch outcomes (used or wasted) `auto` looks at before judging the waste.
 const WINDOW: u64 = 8;

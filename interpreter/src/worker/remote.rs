@@ -4,10 +4,11 @@
 //! (docs/ARCHITECTURE.md "Prefetch") live in the same cache: speculative until a `get` claims them, first to be
 //! evicted, and counted as waste when dropped unclaimed.
 
-use super::prefetch::{PrefetchMode, Site, SiteStats, merge_sites};
+use super::prefetch::{Site, SiteStats, merge_sites};
 use crate::cluster::message::{Claim, Origin, ServerStats, ToServer, ToWorker};
 use crate::cluster::{Abort, WorkerLink};
 use crate::error::{Result, RuntimeError};
+use crate::options::PrefetchMode;
 use crate::store::{Block, BlockKey};
 use std::collections::HashMap;
 use std::sync::Arc;

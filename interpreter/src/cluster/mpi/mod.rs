@@ -12,7 +12,8 @@
 use super::message::{Payload, ServerStats, ToServer, ToWorker};
 use super::{ServerLink, WorkerLink, layout};
 use crate::error::{Result, RuntimeError};
-use crate::job::{self, Fault, Options, Report};
+use crate::job::{self, Report};
+use crate::options::{Fault, Options};
 use crate::setup::Setup;
 use crate::specials::Registry;
 use crate::store::Block;

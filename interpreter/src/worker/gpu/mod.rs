@@ -23,6 +23,7 @@ use crate::device::{
     Placement, Target,
 };
 use crate::error::{Result, RuntimeError};
+use crate::options::{Backend, GpuOptions};
 use crate::store::{Block, BlockKey, Storage};
 use form::{Kernel, Place, instr};
 use sial_bytecode::{
@@ -38,40 +39,6 @@ const LOOKAHEAD: usize = 3;
 
 /// A block on a device: array and key.
 type Key = (u32, BlockKey);
-
-/// Which device implementation (`--gpu-backend`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Backend {
-    /// CUDA GPUs through the driver loaded at run time.
-    #[default]
-    Cuda,
-    /// The host-memory device (testing aid: separate "device" memory, copies on threads).
-    Host,
-}
-
-/// The device options of a job.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct GpuOptions {
-    pub mode: DeviceMode,
-    pub backend: Backend,
-    /// Bytes of device memory for block copies (`--gpu-memory`).
-    pub memory: usize,
-    /// Bytes of pinned host memory for transfers (`--pinned-memory`).
-    pub pinned: usize,
-    pub streams: usize,
-}
-
-impl Default for GpuOptions {
-    fn default() -> GpuOptions {
-        GpuOptions {
-            mode: DeviceMode::Auto,
-            backend: Backend::Cuda,
-            memory: usize::MAX,
-            pinned: 1 << 30,
-            streams: 2,
-        }
-    }
-}
 
 /// What a worker found: a device of its own, or none (and why).
 pub fn open(options: &GpuOptions, rank: usize) -> Result<Option<Box<dyn Device>>> {

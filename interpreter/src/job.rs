@@ -174,19 +174,13 @@ fn run_program(
     link: &mut dyn WorkerLink,
     done: &mut dyn FnMut(&FinalState<'_>),
 ) -> Result<(WorkerStats, Vec<ServerStats>)> {
-    let options = job.options;
     let env = Env {
         setup: job.setup,
         registry: job.registry,
+        options: job.options,
         out,
         persisted,
-        work_dir: options.work_dir.clone(),
-        worker_memory: options.worker_memory,
-        snapshot: options.snapshot,
-        prefetch: options.prefetch,
-        profile: options.profile,
         program_index: index as u32,
-        gpu: options.gpu,
     };
     let mut worker = Worker::new(program, env, link).map_err(|e| e.at(&program.name, 0))?;
     worker.run()?;

@@ -116,7 +116,7 @@ impl Worker<'_> {
     /// allocated, so that a block too big is an error naming it, never an abort by the
     /// allocator or an overflow.
     pub(crate) fn fits(&self, shape: &[usize], what: &dyn Fn() -> String) -> Result<()> {
-        let budget = self.env.worker_memory;
+        let budget = self.env.options.worker_memory;
         match crate::store::block_bytes(shape) {
             Some(bytes) if bytes <= budget => Ok(()),
             bytes => Err(RuntimeError::program(format!(

@@ -416,7 +416,7 @@ impl Context for Worker<'_> {
     }
 
     fn work_dir(&self) -> std::path::PathBuf {
-        self.env.work_dir.clone()
+        self.env.options.work_dir.clone()
     }
 
     fn global_offset(&self, array: &str, dim: usize, segment: i32) -> Option<usize> {

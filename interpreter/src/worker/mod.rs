@@ -35,22 +35,13 @@ pub use remote::{LineProfile, WorkerStats};
 pub struct Env<'a> {
     pub setup: &'a Setup,
     pub registry: &'a Registry,
+    /// The run's options: memory budget, snapshots for `--dump`, prefetching, `--profile`,
+    /// devices, and the folder for files written by specials.
+    pub options: &'a crate::options::Options,
     pub out: &'a mut dyn Write,
     pub persisted: &'a mut Persisted,
-    /// Directory for files written by specials.
-    pub work_dir: std::path::PathBuf,
-    /// Bytes of fetched distributed/served blocks a worker may hold (`--worker-memory`).
-    pub worker_memory: usize,
-    /// Worker 0 collects every distributed/served block at the end (for `--dump`).
-    pub snapshot: bool,
-    /// `--prefetch`.
-    pub prefetch: crate::options::PrefetchMode,
-    /// Time and count instructions per source line (`--profile`).
-    pub profile: bool,
     /// This program's index in the job (names prefetch sites and profile lines).
     pub program_index: u32,
-    /// `--device` and the device options.
-    pub gpu: crate::options::GpuOptions,
 }
 
 pub struct Worker<'a> {
@@ -144,13 +135,13 @@ impl<'a> Worker<'a> {
                 ArrayKind::Static => {
                     let shape: Vec<usize> = a.dims.iter().map(|&d| layout.full_extent(d)).collect();
                     match crate::store::block_bytes(&shape) {
-                        Some(bytes) if bytes <= env.worker_memory => {}
+                        Some(bytes) if bytes <= env.options.worker_memory => {}
                         bytes => {
                             return Err(RuntimeError::program(format!(
                                 "static array {} of shape {shape:?} needs {} bytes, more than the worker memory budget of {} bytes (give more with --worker-memory, or use smaller segments)",
                                 a.name,
                                 bytes.map_or("more than 2^64".to_string(), |b| b.to_string()),
-                                env.worker_memory
+                                env.options.worker_memory
                             )));
                         }
                     }
@@ -180,11 +171,12 @@ impl<'a> Worker<'a> {
             })
             .sum();
         let (rank, workers) = (link.rank(), link.workers());
-        let gpu = gpu::open(&env.gpu, rank)?.map(|d| Box::new(gpu::Gpu::new(d, &env.gpu, program)));
+        let gpu = gpu::open(&env.options.gpu, rank)?
+            .map(|d| Box::new(gpu::Gpu::new(d, &env.options.gpu, program)));
         let net = RefCell::new(Net::new(
             link,
-            env.worker_memory,
-            env.prefetch,
+            env.options.worker_memory,
+            env.options.prefetch,
             env.program_index,
         ));
         Ok(Worker {
@@ -219,7 +211,7 @@ impl<'a> Worker<'a> {
     /// Runs the program to its end; then saves what was marked persistent.
     pub fn run(&mut self) -> Result<()> {
         let mut pc = 0usize;
-        let profile = self.env.profile;
+        let profile = self.env.options.profile;
         while let Some(ins) = self.program.code.get(pc) {
             self.line = ins.loc.line;
             let started = profile.then(Instant::now);
@@ -245,11 +237,11 @@ impl<'a> Worker<'a> {
     /// servers' arrays (for dumps), persistent objects saved, the servers told to finish.
     fn finish(&mut self) -> Result<()> {
         // Local blocks outlive the program only in a dump.
-        if self.env.snapshot {
+        if self.env.options.snapshot {
             self.flush_all()?;
         }
         self.barrier()?;
-        if self.env.snapshot && self.rank == 0 {
+        if self.env.options.snapshot && self.rank == 0 {
             for (a, array) in self.program.arrays.iter().enumerate() {
                 if !matches!(self.storage[a], Storage::Remote) || !array.kind.is_remote() {
                     continue;

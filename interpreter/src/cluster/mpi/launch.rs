@@ -105,8 +105,10 @@ pub fn run(
     }
     // The launcher forwards a rank's output through a pipe; an abort (this rank's or another
     // failing rank's) can tear the pipe down before the message is through. Every failing
-    // rank prints first, then waits a moment before aborting.
-    std::thread::sleep(std::time::Duration::from_millis(200));
+    // rank prints first, then waits a moment before aborting; the other ranks wait longer, so
+    // that rank 0, which says how to restart the job, is not stopped before it has.
+    let wait = if world.rank() == 0 { 200 } else { 600 };
+    std::thread::sleep(std::time::Duration::from_millis(wait));
     world.abort(1)
 }
 

@@ -4,7 +4,8 @@
 pa(i,j) = i + 2j and pb(i,j) = (i*j) mod 5 on a 7x7 aoindex space (norb = 3, segments 2,3,2);
 contraction_4index: v(p,q,r,s) = ((p + 2q + 3r + 5s) mod 7) - 3, d(p,q) = ((p + q) mod 3) + 1 on 5 points
 (norb = 2, segments 2,3).  All indices above are 1-based; data is written column-major (first index fastest).
-The chemistry programs reference the shared water/cc-pVDZ .npy files directly (../../shared/data/water-ccpvdz/).
+The chemistry programs read committed data: water/6-31G arrays in water-631g/ (make_water_631g.py)
+and water.json, which computes its integrals from the geometry.
 """
 import os
 import numpy as np

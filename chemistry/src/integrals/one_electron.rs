@@ -169,7 +169,7 @@ pub fn return_1el_ecpints(ctx: &mut dyn Context, args: &mut [Arg]) -> Result<(),
 
 #[cfg(test)]
 mod tests {
-    use super::super::testdata::{Case, ao_block, max_diff, place};
+    use super::super::testdata::{Case, ao_block, max_diff, place, segment_starts};
     use super::*;
     use sial_superinstructions::special::fake::Fake;
 
@@ -181,14 +181,7 @@ mod tests {
         extra: &[Arg],
     ) -> Vec<f64> {
         let n: usize = segments.iter().sum();
-        let starts: Vec<usize> = segments
-            .iter()
-            .scan(0, |acc, e| {
-                let s = *acc;
-                *acc += e;
-                Some(s)
-            })
-            .collect();
+        let starts = segment_starts(segments);
         place(ctx, "m", 2, segments);
         let mut full = vec![f64::NAN; n * n];
         for a in 1..=segments.len() as i32 {

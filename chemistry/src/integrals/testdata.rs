@@ -107,6 +107,18 @@ impl Case {
 
 /// Tells the fake where the segments of every dimension of `array` (all AO indices with the
 /// given segment extents) start, as the runtime's segment tables would.
+/// The first AO of each segment (0-based).
+pub fn segment_starts(segments: &[usize]) -> Vec<usize> {
+    segments
+        .iter()
+        .scan(0, |acc, e| {
+            let s = *acc;
+            *acc += e;
+            Some(s)
+        })
+        .collect()
+}
+
 pub fn place(ctx: &mut Fake, array: &str, rank: usize, extents: &[usize]) {
     for dim in 0..rank {
         let mut offset = 0;

@@ -210,21 +210,14 @@ pub fn compute_int_scratchmem_lowmem(
 
 #[cfg(test)]
 mod tests {
-    use super::super::testdata::{Case, ao_block, place};
+    use super::super::testdata::{Case, ao_block, place, segment_starts};
     use super::*;
     use sial_superinstructions::special::fake::Fake;
 
     /// The whole ERI tensor over the case's segments, block by block (column-major n⁴).
     fn all_blocks(ctx: &mut Fake, segments: &[usize]) -> Vec<f64> {
         let n: usize = segments.iter().sum();
-        let starts: Vec<usize> = segments
-            .iter()
-            .scan(0, |acc, e| {
-                let s = *acc;
-                *acc += e;
-                Some(s)
-            })
-            .collect();
+        let starts = segment_starts(segments);
         place(ctx, "aoint", 4, segments);
         let k = segments.len() as i32;
         let mut full = vec![f64::NAN; n.pow(4)];

@@ -112,19 +112,11 @@ impl Worker<'_> {
         Ok((key, shape))
     }
 
-    /// A block of `shape` fits the worker memory budget: checked before anything is
-    /// allocated, so that a block too big is an error naming it, never an abort by the
-    /// allocator or an overflow.
+    /// A block of `shape` fits the worker memory budget (see [`fits_budget`]).
     pub(crate) fn fits(&self, shape: &[usize], what: &dyn Fn() -> String) -> Result<()> {
-        let budget = self.env.options.worker_memory;
-        match crate::store::block_bytes(shape) {
-            Some(bytes) if bytes <= budget => Ok(()),
-            bytes => Err(RuntimeError::program(format!(
-                "block {} of shape {shape:?} needs {} bytes, more than the worker memory budget of {budget} bytes (give more with --worker-memory, or use smaller segments)",
-                what(),
-                bytes.map_or("more than 2^64".to_string(), |b| b.to_string())
-            ))),
-        }
+        fits_budget(shape, self.env.options.worker_memory, &|| {
+            format!("block {}", what())
+        })
     }
 
     /// Offset of each dimension's block inside a static array.
@@ -614,6 +606,20 @@ fn for_each_line(
             }
             idx[d] = 0;
         }
+    }
+}
+
+/// A block of `shape` (named by `what`: "block a[1,2]", "static array s") fits `budget`
+/// bytes: checked before anything is allocated, so that a block too big is an error naming
+/// it, never an abort by the allocator or an overflow.
+pub(crate) fn fits_budget(shape: &[usize], budget: usize, what: &dyn Fn() -> String) -> Result<()> {
+    match crate::store::block_bytes(shape) {
+        Some(bytes) if bytes <= budget => Ok(()),
+        bytes => Err(RuntimeError::program(format!(
+            "{} of shape {shape:?} needs {} bytes, more than the worker memory budget of {budget} bytes (give more with --worker-memory, or use smaller segments)",
+            what(),
+            bytes.map_or("more than 2^64".to_string(), |b| b.to_string())
+        ))),
     }
 }
 

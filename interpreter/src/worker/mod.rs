@@ -134,17 +134,9 @@ impl<'a> Worker<'a> {
             storage.push(match a.kind {
                 ArrayKind::Static => {
                     let shape: Vec<usize> = a.dims.iter().map(|&d| layout.full_extent(d)).collect();
-                    match crate::store::block_bytes(&shape) {
-                        Some(bytes) if bytes <= env.options.worker_memory => {}
-                        bytes => {
-                            return Err(RuntimeError::program(format!(
-                                "static array {} of shape {shape:?} needs {} bytes, more than the worker memory budget of {} bytes (give more with --worker-memory, or use smaller segments)",
-                                a.name,
-                                bytes.map_or("more than 2^64".to_string(), |b| b.to_string()),
-                                env.options.worker_memory
-                            )));
-                        }
-                    }
+                    access::fits_budget(&shape, env.options.worker_memory, &|| {
+                        format!("static array {}", a.name)
+                    })?;
                     let block = if a.predefined {
                         // Warnings come from worker 0 only.
                         let mut warnings: Box<dyn Write> = if link.rank() == 0 {

@@ -282,7 +282,7 @@ impl<'a> Worker<'a> {
     fn step(&mut self, op: &Op, pc: usize) -> Result<Option<usize>> {
         let next = pc + 1;
         if self.gpu.is_some() {
-            self.before_step(op)?;
+            self.before_step(pc)?;
         }
         match op {
             Op::Jump { target } => return Ok(Some(*target as usize)),

@@ -27,8 +27,7 @@ use crate::options::{Backend, GpuOptions};
 use crate::store::{Block, BlockKey, Storage};
 use form::{Kernel, Place, instr};
 use sial_bytecode::{
-    ArrayKind, BlockRef, ExprId, ExprOp, Op, Operand, PrintItem, Program, PutValue, ScalarUpdate,
-    Sign,
+    ArrayKind, BlockRef, ExprId, Op, Operand, PrintItem, Program, PutValue, ScalarUpdate, Sign,
 };
 use sial_superinstructions as k;
 use std::collections::{HashMap, HashSet};
@@ -112,8 +111,9 @@ pub(crate) struct Gpu {
     resident: HashSet<Key>,
     /// Fetched blocks uploaded, with the fetched copy they came from.
     fetched: HashMap<Key, Arc<Block>>,
-    /// Per expression of the program: whether it reads blocks (an element or a dot product).
-    reads_blocks: Vec<bool>,
+    /// Per instruction: the expressions it evaluates that read blocks (an element or a dot
+    /// product); a loop's end evaluates the where clauses of its start.
+    block_exprs: Vec<Vec<ExprId>>,
     /// Open `gpu_on` regions: a hint that the device should run what it can.
     regions: usize,
 }
@@ -131,15 +131,7 @@ impl Gpu {
             resident: HashSet::new(),
             fetched: HashMap::new(),
             regions: 0,
-            reads_blocks: program
-                .exprs
-                .iter()
-                .map(|e| {
-                    e.ops
-                        .iter()
-                        .any(|o| matches!(o, ExprOp::LoadBlockScalar(_) | ExprOp::Dot { .. }))
-                })
-                .collect(),
+            block_exprs: block_exprs(program),
         }
     }
 
@@ -149,29 +141,20 @@ impl Gpu {
 }
 
 impl Worker<'_> {
-    /// Before any instruction: an expression that reads blocks (an element, a dot product)
+    /// Before instruction `pc`: an expression that reads blocks (an element, a dot product)
     /// needs their newest data on the host.
-    pub(super) fn before_step(&mut self, op: &Op) -> Result<()> {
+    pub(super) fn before_step(&mut self, pc: usize) -> Result<()> {
         let Some(g) = self.gpu.as_ref() else {
             return Ok(());
         };
-        if g.dirty.is_empty() {
+        let exprs = g.block_exprs.get(pc).map_or(&[][..], Vec::as_slice);
+        if g.dirty.is_empty() || exprs.is_empty() {
             return Ok(());
         }
-        // A loop's end evaluates the where clauses of the loop it continues.
-        let effects;
-        let exprs: &[ExprId] = if let Op::LoopEnd { .. } = op {
-            self.frames.last().map_or(&[], |f| &f.wheres)
-        } else {
-            effects = self.program.effects(op);
-            &effects.exprs
-        };
-        let mut refs = Vec::new();
-        for &e in exprs {
-            if g.reads_blocks.get(e.index()).copied().unwrap_or(true) {
-                refs.extend(self.program.expr_blocks(e).cloned());
-            }
-        }
+        let refs: Vec<BlockRef> = exprs
+            .iter()
+            .flat_map(|&e| self.program.expr_blocks(e).cloned())
+            .collect();
         self.flush_refs(&refs)
     }
 
@@ -563,6 +546,26 @@ impl Worker<'_> {
             scope.push((sial_bytecode::ArraySlot(key.0), key.1));
         }
     }
+}
+
+/// Per instruction of `program`, the expressions it evaluates that read blocks (computed
+/// once, from the instructions' effects; a loop's end takes its start's where clauses).
+fn block_exprs(program: &Program) -> Vec<Vec<ExprId>> {
+    let mut per_pc: Vec<Vec<ExprId>> = program
+        .code
+        .iter()
+        .map(|ins| {
+            let mut exprs = program.effects(&ins.op).exprs;
+            exprs.retain(|&e| program.expr_blocks(e).next().is_some());
+            exprs
+        })
+        .collect();
+    for (pc, ins) in program.code.iter().enumerate() {
+        if let Op::LoopEnd { start } = ins.op {
+            per_pc[pc] = per_pc.get(start as usize).cloned().unwrap_or_default();
+        }
+    }
+    per_pc
 }
 
 /// Brings the newest data of `key` from the device into its host block.

@@ -85,13 +85,15 @@ struct SetupArgs {
     programs: Vec<String>,
 }
 
+/// Reports a command-line error; exit status 1.
+fn fail(msg: String) -> ExitCode {
+    eprintln!("sial: error: {msg}");
+    ExitCode::from(1)
+}
+
 /// `sial setup`: checks everything, then writes the job (never a job that fails later).
 fn setup_job(args: SetupArgs) -> ExitCode {
     use sial_chemistry::setup::{BasisSet, Molecule, Options, build};
-    let fail = |msg: String| {
-        eprintln!("sial: error: {msg}");
-        ExitCode::from(1)
-    };
     let memory = match parse_size(&args.memory) {
         Ok(m) => m as u64,
         Err(e) => return fail(format!("--memory: {e}")),

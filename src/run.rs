@@ -8,11 +8,6 @@ use sial_interpreter::options::Options as RunOptions;
 use sial_interpreter::setup::Setup;
 use sial_interpreter::worker::FinalState;
 
-fn fail(msg: String) -> ExitCode {
-    eprintln!("sial: error: {msg}");
-    ExitCode::from(1)
-}
-
 /// `sial run`: resolves the programs and the setup, compiles, runs, dumps.
 pub fn run_job(args: RunArgs) -> ExitCode {
     let mpi = mpi_processes();

@@ -519,7 +519,7 @@ fn run_mpi(
     options: &sial_interpreter::options::Options,
     done: impl FnMut(&sial_interpreter::worker::FinalState<'_>),
 ) -> Result<Option<sial_interpreter::job::Report>, sial_interpreter::error::RuntimeError> {
-    sial_interpreter::cluster::mpi::run(programs, setup, registry, out, options, done)
+    sial_interpreter::job::mpi::run(programs, setup, registry, out, options, done)
 }
 
 #[cfg(not(feature = "mpi"))]

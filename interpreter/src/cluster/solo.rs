@@ -1,35 +1,45 @@
 //! One worker and no server processes (`--workers 1 --servers 0`, SIAL-SPEC §7.16): the worker
 //! holds the one server itself and calls it directly, so the protocol, its checks and its
-//! results are the same as with real servers.
+//! results are the same as with real servers. Like a server rank, the link serves the job's
+//! programs in order, one server per program, and keeps the saved arrays between them.
 
 use super::WorkerLink;
 use super::message::{ToServer, ToWorker};
 use crate::error::{Result, RuntimeError};
 use crate::server::blocks::Spill;
-use crate::server::{Saved, Server};
+use crate::server::{Flow, Saved, Server};
 use sial_bytecode::Program;
 use std::collections::VecDeque;
 
-pub struct Solo<'p, 's> {
-    server: Server<'p>,
-    saved: &'s mut Saved,
+pub struct Solo<'p, 'e> {
+    programs: &'p [Program],
+    /// Programs whose end the server acknowledged.
+    finished: usize,
+    /// The server of the program being run, made at its first request.
+    server: Option<Server<'p>>,
+    saved: Saved,
+    spill: Spill,
+    /// Sees the saved arrays at the end of each program, before the end is acknowledged.
+    at_end: &'e mut dyn FnMut(&Saved) -> Result<()>,
     replies: VecDeque<ToWorker>,
 }
 
-impl<'p, 's> Solo<'p, 's> {
-    pub fn new(program: &'p Program, saved: &'s mut Saved, spill: Spill) -> Solo<'p, 's> {
+impl<'p, 'e> Solo<'p, 'e> {
+    pub fn new(
+        programs: &'p [Program],
+        saved: Saved,
+        spill: Spill,
+        at_end: &'e mut dyn FnMut(&Saved) -> Result<()>,
+    ) -> Solo<'p, 'e> {
         Solo {
-            server: Server::new(program, 0, spill),
+            programs,
+            finished: 0,
+            server: None,
             saved,
+            spill,
+            at_end,
             replies: VecDeque::new(),
         }
-    }
-}
-
-impl Solo<'_, '_> {
-    /// The server's figures.
-    pub fn server_stats(&self) -> crate::cluster::message::ServerStats {
-        self.server.stats()
     }
 }
 
@@ -44,11 +54,24 @@ impl WorkerLink for Solo<'_, '_> {
         1
     }
     fn send(&mut self, _server: usize, msg: ToServer) -> Result<()> {
+        let program = self
+            .programs
+            .get(self.finished)
+            .ok_or_else(|| RuntimeError::new("internal: a request after the job's last program"))?;
+        let spill = &self.spill;
+        let server = self
+            .server
+            .get_or_insert_with(|| Server::new(program, 0, spill.clone()));
         let replies = &mut self.replies;
-        self.server.handle(msg, self.saved, &mut |_, m| {
+        let flow = server.handle(msg, &mut self.saved, &mut |_, m| {
             replies.push_back(m);
             Ok(())
         })?;
+        if flow == Flow::End {
+            (self.at_end)(&self.saved)?;
+            self.server = None;
+            self.finished += 1;
+        }
         Ok(())
     }
     fn recv(&mut self) -> Result<ToWorker> {

@@ -81,7 +81,7 @@ pub(super) fn decode_reply(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cluster::message::{Claim, Origin};
+    use crate::cluster::message::{Claim, Origin, ServerStats};
     use crate::server::blocks::DiskStats;
     use crate::store::BlockKey;
     use sial_bytecode::PutOp;

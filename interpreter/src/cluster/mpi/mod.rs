@@ -9,16 +9,10 @@
 //! other forever (MPI's standard send may wait for the matching receive). One thread per process
 //! calls MPI (`MPI_THREAD_FUNNELED`).
 
-use super::message::{Payload, ServerStats, ToServer, ToWorker};
+use super::message::{Payload, ToServer, ToWorker};
 use super::{ServerLink, WorkerLink, layout};
 use crate::error::{Result, RuntimeError};
-use crate::job::{self, Report};
-use crate::options::{Fault, Options};
-use crate::setup::Setup;
-use crate::specials::Registry;
 use crate::store::Block;
-use crate::worker::{FinalState, WorkerStats};
-use ::mpi::Threading;
 use ::mpi::collective::{CommunicatorCollectives, Root};
 use ::mpi::datatype::{Equivalence, PartitionMut};
 use ::mpi::environment::Universe;
@@ -26,22 +20,14 @@ use ::mpi::ffi;
 use ::mpi::point_to_point::{MatchedReceiveVec, Source};
 use ::mpi::raw::AsRaw;
 use ::mpi::topology::{Color, Communicator, SimpleCommunicator};
-use sial_bytecode::Program;
 use std::collections::VecDeque;
-use std::io::Write;
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
-use std::time::Instant;
 
 mod codec;
-mod launch;
 mod outbox;
-mod stats;
 
 use codec::*;
-pub use launch::run;
 use outbox::*;
-use stats::*;
 
 /// Tag of everything a server receives.
 const TO_SERVER: i32 = 1;

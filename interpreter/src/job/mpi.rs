@@ -1,6 +1,21 @@
-//! This process's part of a job started by `mpirun`: its role, its programs, its failure.
+//! The MPI launcher (feature `mpi`): every rank is a process of `MPI_COMM_WORLD`, started by
+//! `mpirun`, linked by the `cluster::mpi` transport. A failing rank prints its error and ends
+//! every process with `MPI_Abort`.
 
-use super::*;
+use super::mpi_stats::{stats_in, stats_out};
+use super::{Figures, JobInputs, Ranks, Report, Transport, drive, panic_text};
+use crate::cluster::mpi::{Link, connect};
+use crate::cluster::{ServerLink, WorkerLink};
+use crate::error::{Result, RuntimeError};
+use crate::options::Options;
+use crate::setup::Setup;
+use crate::specials::Registry;
+use crate::worker::{FinalState, WorkerStats};
+use ::mpi::Threading;
+use ::mpi::topology::{Communicator, SimpleCommunicator};
+use sial_bytecode::Program;
+use std::io::Write;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 
 /// This process's part of a job started by `mpirun`: worker or server by its rank's place in
 /// `layout(options.workers, options.servers)`, which must account for every process. Returns
@@ -13,9 +28,8 @@ pub fn run(
     registry: &Registry,
     out: &mut (dyn Write + Send),
     options: &Options,
-    mut done: impl FnMut(&FinalState<'_>),
+    done: impl FnMut(&FinalState<'_>),
 ) -> Result<Option<Report>> {
-    let started = Instant::now();
     let Some((universe, _)) = ::mpi::initialize_with_threading(Threading::Funneled) else {
         return Err(RuntimeError::new("MPI cannot be initialised twice"));
     };
@@ -36,45 +50,20 @@ pub fn run(
     let link = connect(&universe, workers, servers);
     let options = &agree_on_checkpoints(&world, options);
     let who = match &link {
-        Ok(Link::Server(s)) => format!("server {}", s.rank),
-        Ok(Link::Worker(w)) => format!("worker {}", w.rank),
+        Ok(Link::Server(s)) => format!("server {}", s.rank()),
+        Ok(Link::Worker(w)) => format!("worker {}", w.rank()),
         Err(_) => format!("rank {}", world.rank()),
     };
+    let inputs = JobInputs {
+        setup,
+        registry,
+        options,
+    };
     let body = catch_unwind(AssertUnwindSafe(|| -> Result<Option<Report>> {
-        options.check_scratch()?;
-        let resume = job::resume_point(programs, options)?;
-        let todo = &programs[resume.completed.min(programs.len())..];
-        match link? {
-            Link::Server(mut link) => {
-                let rank = link.rank;
-                serve_all(todo, &mut link, options, rank)?;
-                link.outbox.drain();
-                Ok(None)
-            }
-            Link::Worker(mut link) => {
-                let job = job::JobInputs {
-                    setup,
-                    registry,
-                    options,
-                };
-                let mut report = work_all(todo, &resume, job, out, &mut link, &mut done)?;
-                link.outbox.drain();
-                if let Some(r) = &mut report {
-                    r.programs = programs.iter().map(|p| p.name.clone()).collect();
-                }
-                Ok(report)
-            }
-        }
+        drive(programs, inputs, out, done, &mut Processes(link?))
     }));
     let failure = match body {
         Ok(Ok(report)) => {
-            let report = report.map(|mut r| {
-                r.wall = started.elapsed();
-                r
-            });
-            if !options.keep_scratch {
-                let _ = std::fs::remove_dir_all(options.scratch());
-            }
             // Dropping the universe finalises MPI: every rank waits for the others here.
             drop(world);
             drop(universe);
@@ -83,7 +72,7 @@ pub fn run(
         Ok(Err(e)) => e,
         Err(p) => RuntimeError::new(format!(
             "{who} died: {} (the job was stopped)",
-            job::panic_text(p.as_ref())
+            panic_text(p.as_ref())
         )),
     };
     let _ = out.flush();
@@ -100,9 +89,6 @@ pub fn run(
             dir.path().display()
         );
     }
-    if !options.keep_scratch {
-        let _ = std::fs::remove_dir_all(options.scratch());
-    }
     // The launcher forwards a rank's output through a pipe; an abort (this rank's or another
     // failing rank's) can tear the pipe down before the message is through. Every failing
     // rank prints first, then waits a moment before aborting; the other ranks wait longer, so
@@ -114,7 +100,8 @@ pub fn run(
 
 /// Every rank writes its checkpoints under the name rank 0 chose (the default name contains
 /// the process id, which differs between ranks).
-pub(super) fn agree_on_checkpoints(world: &SimpleCommunicator, options: &Options) -> Options {
+fn agree_on_checkpoints(world: &SimpleCommunicator, options: &Options) -> Options {
+    use ::mpi::collective::Root;
     let mut options = options.clone();
     if let Some(dir) = &options.checkpoints {
         let root = world.process_at_rank(0);
@@ -129,58 +116,59 @@ pub(super) fn agree_on_checkpoints(world: &SimpleCommunicator, options: &Options
     options
 }
 
-pub(super) fn serve_all(
-    todo: &[Program],
-    link: &mut MpiServer,
-    options: &Options,
-    rank: usize,
-) -> Result<()> {
-    if options.fault == Some(Fault::ServerPanic(rank)) {
-        let _ = link.recv();
-        // A testing aid: die as a killed process would, without a word.
-        std::process::abort();
+/// This process's rank of the job.
+struct Processes(Link);
+
+impl Transport for Processes {
+    fn launch(
+        &mut self,
+        ranks: &Ranks<'_>,
+        out: &mut (dyn Write + Send),
+        done: &mut dyn FnMut(&FinalState<'_>),
+    ) -> Result<Option<Figures>> {
+        let figures = match &mut self.0 {
+            Link::Server(link) => {
+                if ranks.server_dies(link.rank()) {
+                    let _ = link.recv();
+                    // A testing aid: die as a killed process would, without a word.
+                    std::process::abort();
+                }
+                ranks.serve(link)?;
+                None
+            }
+            Link::Worker(link) => work(ranks, link, out, done)?,
+        };
+        self.0.flush();
+        Ok(figures)
     }
-    job::serve_job(todo, link, options, rank)
 }
 
-pub(super) fn work_all(
-    todo: &[Program],
-    resume: &crate::checkpoint::WorkerCheckpoint,
-    job: job::JobInputs<'_>,
+/// This worker's programs; then every worker's figures go to worker 0 for the summary.
+fn work(
+    ranks: &Ranks<'_>,
+    link: &mut crate::cluster::mpi::MpiWorker,
     out: &mut (dyn Write + Send),
-    link: &mut MpiWorker,
     done: &mut dyn FnMut(&FinalState<'_>),
-) -> Result<Option<Report>> {
-    let options = job.options;
-    let rank = link.rank;
-    if !todo.is_empty() && options.fault == Some(Fault::WorkerPanic(rank)) {
+) -> Result<Option<Figures>> {
+    let rank = link.rank();
+    if ranks.worker_dies(rank) {
         // A testing aid: die as a killed process would, without a word.
         std::process::abort();
     }
-    let mut stdout = std::io::stdout();
     let (mine, mut servers) = if rank == 0 {
-        job::work_job(todo, resume, job, out, link, done)?
+        ranks.work(link, out, done)?
     } else {
-        job::work_job(todo, resume, job, &mut stdout, link, &mut |_| {})?
+        ranks.work(link, &mut std::io::stdout(), &mut |_| {})?
     };
-    // Every worker's figures to worker 0 for the summary.
     let all = link.all_gather(stats_out(&mine))?;
     if rank != 0 {
         return Ok(None);
     }
-    if let Some(dir) = &options.checkpoints {
-        dir.remove();
-    }
-    servers.resize(options.servers, ServerStats::default());
+    servers.resize(ranks.options().servers, Default::default());
     let mut workers: Vec<WorkerStats> = all.iter().map(|v| stats_in(v)).collect();
     // Worker 0's device keeps its name.
     if let (Some(w), Some(g)) = (workers.first_mut(), &mine.gpu) {
         w.gpu = Some(g.clone());
     }
-    Ok(Some(Report {
-        workers,
-        servers,
-        devices: crate::worker::gpu::describe(&options.gpu),
-        ..Report::default()
-    }))
+    Ok(Some(Figures { workers, servers }))
 }

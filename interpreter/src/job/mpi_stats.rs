@@ -1,7 +1,7 @@
 //! A worker's figures for the gather to worker 0 at the end of a job: encoded with postcard,
 //! carried in the `f64` vectors the workers' gather moves (8 bytes each, after the length).
 
-use super::*;
+use crate::worker::WorkerStats;
 
 /// A worker's figures as numbers for the gather to worker 0.
 pub(super) fn stats_out(s: &WorkerStats) -> Vec<f64> {

@@ -220,11 +220,12 @@ fn run<S: Store>(dst: &mut [f64], src: &[f64], loops: &Loops, st: S) {
     if set_conflicts(a.ss, ta) {
         let mut buf = vec![0.0; ta * tb];
         for_each_offset(&outer[..n_outer], |doff, soff| {
-            transpose_tiles_staged(dst, doff, src, soff, a, b, &mut buf, st);
+            let plane = Plane { a, b, doff, soff };
+            transpose_tiles_staged(dst, src, plane, &mut buf, st);
         });
     } else {
         for_each_offset(&outer[..n_outer], |doff, soff| {
-            transpose_tiles(dst, doff, src, soff, a, b, st);
+            transpose_tiles(dst, src, Plane { a, b, doff, soff }, st);
         });
     }
 }
@@ -264,18 +265,20 @@ fn set_conflicts(stride: usize, rows: usize) -> bool {
     false
 }
 
-/// 2-D transpose of the `a × b` sub-array at (`doff`, `soff`): `a` is stride-1 in the
-/// destination, `b` is stride-1 in the source; each tile is transposed directly from source to
-/// destination. Used when the row strides spread the tile's rows over the L1 sets.
-fn transpose_tiles<S: Store>(
-    dst: &mut [f64],
-    doff: usize,
-    src: &[f64],
-    soff: usize,
+/// The `a × b` sub-array of one 2-D transpose, at `doff` in the destination and `soff` in the
+/// source: `a` is stride-1 in the destination, `b` is stride-1 in the source.
+#[derive(Clone, Copy)]
+struct Plane {
     a: Loop,
     b: Loop,
-    st: S,
-) {
+    doff: usize,
+    soff: usize,
+}
+
+/// 2-D transpose of a [`Plane`]; each tile is transposed directly from source to
+/// destination. Used when the row strides spread the tile's rows over the L1 sets.
+fn transpose_tiles<S: Store>(dst: &mut [f64], src: &[f64], plane: Plane, st: S) {
+    let Plane { a, b, doff, soff } = plane;
     let ta = tile_len(a.n);
     let tb = tile_len(b.n);
     for jb in (0..b.n).step_by(tb) {
@@ -305,17 +308,14 @@ fn transpose_tiles<S: Store>(
 /// into the same L1 (and L2) set, are evicted and re-fetched for every element: 32⁴ ran 2.5x
 /// slower than 31⁴ (docs/benchmarks.md, "Permute kernel, second version"). Staging costs an
 /// extra in-L1 copy, so it is only used when [`set_conflicts`] says the direct path thrashes.
-#[allow(clippy::too_many_arguments)]
 fn transpose_tiles_staged<S: Store>(
     dst: &mut [f64],
-    doff: usize,
     src: &[f64],
-    soff: usize,
-    a: Loop,
-    b: Loop,
+    plane: Plane,
     buf: &mut [f64],
     st: S,
 ) {
+    let Plane { a, b, doff, soff } = plane;
     let ta = tile_len(a.n);
     let tb = tile_len(b.n);
     for jb in (0..b.n).step_by(tb) {

@@ -378,16 +378,15 @@ impl CudaDevice {
         Ok(())
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// `dst = perm(src)`, or with `add = Some(alpha)`, `dst += alpha * perm(src)`.
     fn permute_kernel(
         &mut self,
         dst: &DevBuf,
         dst_shape: &Shape,
-        alpha: f64,
+        add: Option<f64>,
         src: &DevBuf,
         src_shape: &Shape,
         perm: &[usize],
-        accumulate: bool,
     ) -> Result<()> {
         if dst.id() == src.id() {
             return Err(DeviceError::Aliased { kernel: "permute" });
@@ -414,7 +413,8 @@ impl CudaDevice {
         }
         let [d, s] = self.for_kernel([dst, src])?;
         let n = dst.len() as u64;
-        let acc = i32::from(accumulate);
+        let acc = i32::from(add.is_some());
+        let alpha = add.unwrap_or(1.0);
         let f = self.kernels.permute.clone();
         let compute = self.compute.clone();
         let launched = launch(&compute, &f, dst.len(), |b| {
@@ -670,7 +670,7 @@ impl Device for CudaDevice {
         src_shape: &Shape,
         perm: &[usize],
     ) -> Result<()> {
-        self.permute_kernel(dst, dst_shape, 1.0, src, src_shape, perm, false)
+        self.permute_kernel(dst, dst_shape, None, src, src_shape, perm)
     }
 
     fn permute_add(
@@ -682,7 +682,7 @@ impl Device for CudaDevice {
         src_shape: &Shape,
         perm: &[usize],
     ) -> Result<()> {
-        self.permute_kernel(dst, dst_shape, alpha, src, src_shape, perm, true)
+        self.permute_kernel(dst, dst_shape, Some(alpha), src, src_shape, perm)
     }
 
     fn gemm(&mut self, spec: &GemmSpec, a: &DevBuf, b: &DevBuf, c: &DevBuf) -> Result<()> {

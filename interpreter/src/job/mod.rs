@@ -282,10 +282,10 @@ fn run_program<'a>(
 ) -> Result<(WorkerStats, Vec<ServerStats>)> {
     let mut worker = Worker::new(program, env, link).map_err(|e| e.at(&program.name, 0))?;
     worker.run()?;
-    if worker.rank == 0 {
+    if worker.rank() == 0 {
         done(&worker.state());
     }
-    Ok((worker.stats(), std::mem::take(&mut worker.server_stats)))
+    Ok((worker.stats(), worker.take_server_stats()))
 }
 
 fn checkpoint_worker(

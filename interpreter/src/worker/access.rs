@@ -190,7 +190,7 @@ impl Worker<'_> {
     /// array, or a fetched copy of a server's block.
     pub(crate) fn read_block(&self, r: &BlockRef) -> Result<BlockRead<'_>> {
         let (key, shape) = self.locate(r)?;
-        match &self.storage[r.array.index()] {
+        match &self.memory[r.array.index()] {
             Storage::Remote => Ok(BlockRead::Shared(self.read_remote(r.array, key, &shape)?)),
             Storage::Blocks(map) => map.get(&key).map(BlockRead::Borrowed).ok_or_else(|| {
                 RuntimeError::program(format!(
@@ -212,10 +212,10 @@ impl Worker<'_> {
     /// Takes a block out for an update (intent u): it must exist. Give it back with
     /// [`Self::put_back`]. A block of a static array is extracted (a copy).
     pub(crate) fn take_block(&mut self, r: &BlockRef) -> Result<Block> {
-        if let Storage::Blocks(_) = &self.storage[r.array.index()] {
+        if let Storage::Blocks(_) = &self.memory[r.array.index()] {
             let (key, _) = self.locate(r)?;
             let text = self.block_text(r.array, &key);
-            if let Storage::Blocks(map) = &mut self.storage[r.array.index()] {
+            if let Storage::Blocks(map) = &mut self.memory[r.array.index()] {
                 return map.remove(&key).ok_or_else(|| {
                     RuntimeError::program(format!("Attempting to update non-existent block {text}"))
                 });
@@ -226,9 +226,9 @@ impl Worker<'_> {
 
     /// Returns a block taken with [`Self::take_block`]; it keeps the scope it had.
     pub(crate) fn put_back(&mut self, r: &BlockRef, block: Block) -> Result<()> {
-        if let Storage::Blocks(_) = &self.storage[r.array.index()] {
+        if let Storage::Blocks(_) = &self.memory[r.array.index()] {
             let (key, _) = self.locate(r)?;
-            if let Storage::Blocks(map) = &mut self.storage[r.array.index()] {
+            if let Storage::Blocks(map) = &mut self.memory[r.array.index()] {
                 map.insert(key, block);
             }
             return Ok(());
@@ -248,10 +248,10 @@ impl Worker<'_> {
 
     /// A copy of a block that is about to be updated (intent u): it must exist.
     pub(crate) fn update_block(&self, r: &BlockRef) -> Result<Block> {
-        if let Storage::Remote = &self.storage[r.array.index()] {
+        if let Storage::Remote = &self.memory[r.array.index()] {
             return Err(self.remote_write_error(r));
         }
-        if let Storage::Blocks(map) = &self.storage[r.array.index()] {
+        if let Storage::Blocks(map) = &self.memory[r.array.index()] {
             let (key, _) = self.locate(r)?;
             return map.get(&key).cloned().ok_or_else(|| {
                 RuntimeError::program(format!(
@@ -275,24 +275,21 @@ impl Worker<'_> {
                 block.shape
             )));
         }
-        if let Storage::Remote = &self.storage[r.array.index()] {
+        if let Storage::Remote = &self.memory[r.array.index()] {
             let text = || self.block_text(r.array, &key);
             let wanted = self.wanted(r.array, key, &shape, &text);
             return self.net.borrow_mut().write_own(&wanted, block);
         }
         let kind = self.program.arrays[r.array.index()].kind;
-        let origin = match &self.storage[r.array.index()] {
+        let origin = match &self.memory[r.array.index()] {
             Storage::Whole(_) => Some(self.static_origin(r.array, &key)),
             _ => None,
         };
-        match &mut self.storage[r.array.index()] {
+        match &mut self.memory[r.array.index()] {
             Storage::Blocks(map) => {
                 let new = map.insert(key, block).is_none();
-                if new
-                    && kind == ArrayKind::Temp
-                    && let Some(scope) = self.scopes.last_mut()
-                {
-                    scope.push((r.array, key));
+                if new && kind == ArrayKind::Temp {
+                    self.scopes.hold(r.array, key);
                 }
                 Ok(())
             }
@@ -376,7 +373,7 @@ impl Worker<'_> {
         lower: &[i32],
         upper: &[i32],
     ) -> Result<(usize, Vec<usize>)> {
-        let Storage::Regions(regions) = &self.storage[r.array.index()] else {
+        let Storage::Regions(regions) = &self.memory[r.array.index()] else {
             return Err(RuntimeError::new(format!(
                 "internal: {} is not contiguous local",
                 self.array_name(r.array)
@@ -401,7 +398,7 @@ impl Worker<'_> {
     pub(crate) fn read_region(&self, r: &RegionRef) -> Result<Block> {
         let (lower, upper, shape) = self.region_bounds(r)?;
         let (i, origin) = self.find_region(r, &lower, &upper)?;
-        let Storage::Regions(regions) = &self.storage[r.array.index()] else {
+        let Storage::Regions(regions) = &self.memory[r.array.index()] else {
             unreachable_storage()?
         };
         Ok(extract(&regions[i].block, &origin, shape))
@@ -418,7 +415,7 @@ impl Worker<'_> {
             )));
         }
         let (i, origin) = self.find_region(r, &lower, &upper)?;
-        if let Storage::Regions(regions) = &mut self.storage[r.array.index()] {
+        if let Storage::Regions(regions) = &mut self.memory[r.array.index()] {
             paste(&mut regions[i].block, &origin, block);
         }
         Ok(())
@@ -427,7 +424,7 @@ impl Worker<'_> {
     pub(crate) fn allocate_region(&mut self, r: &RegionRef) -> Result<()> {
         let (lower, upper, shape) = self.region_bounds(r)?;
         let text = self.region_text(r.array, &lower, &upper);
-        let Storage::Regions(regions) = &mut self.storage[r.array.index()] else {
+        let Storage::Regions(regions) = &mut self.memory[r.array.index()] else {
             unreachable_storage()?
         };
         if regions.iter().any(|g| g.overlaps(&lower, &upper)) {
@@ -442,14 +439,14 @@ impl Worker<'_> {
             upper,
             block,
         });
-        self.region_bytes += bytes;
+        self.memory.region(bytes, true);
         Ok(())
     }
 
     pub(crate) fn deallocate_region(&mut self, r: &RegionRef) -> Result<()> {
         let (lower, upper, _) = self.region_bounds(r)?;
         let text = self.region_text(r.array, &lower, &upper);
-        let Storage::Regions(regions) = &mut self.storage[r.array.index()] else {
+        let Storage::Regions(regions) = &mut self.memory[r.array.index()] else {
             unreachable_storage()?
         };
         match regions
@@ -458,7 +455,7 @@ impl Worker<'_> {
         {
             Some(i) => {
                 let gone = regions.remove(i);
-                self.region_bytes = self.region_bytes.saturating_sub(gone.block.data.len() * 8);
+                self.memory.region(gone.block.data.len() * 8, false);
                 Ok(())
             }
             None => Err(RuntimeError::program(format!(

@@ -60,7 +60,7 @@ impl Worker<'_> {
                     &b.data,
                 )
             }
-            PrintItem::Array(a) => match &self.storage[a.index()] {
+            PrintItem::Array(a) => match &self.memory[a.index()] {
                 Storage::Whole(b) => {
                     print::static_array(line, self.array_name(*a), &b.shape, &b.data)
                 }
@@ -160,7 +160,7 @@ impl Worker<'_> {
             ExecArg::Array(arr) => {
                 let name = self.array_name(*arr).to_string();
                 let rank = self.program.arrays[arr.index()].dims.len();
-                match &self.storage[arr.index()] {
+                match &self.memory[arr.index()] {
                     Storage::Whole(b) => Arg {
                         kind: ArgKind::WholeArray,
                         name,
@@ -216,7 +216,7 @@ impl Worker<'_> {
                 Ok(())
             }
             ExecArg::Array(arr) => {
-                if let Storage::Whole(b) = &mut self.storage[arr.index()]
+                if let Storage::Whole(b) = &mut self.memory[arr.index()]
                     && b.data.len() == arg.data.len()
                 {
                     b.data = arg.data;
@@ -241,7 +241,7 @@ impl Worker<'_> {
                 }
                 // The servers save distributed and served arrays.
                 Persistent::Array(a) if self.program.arrays[a.index()].kind.is_remote() => {}
-                Persistent::Array(a) => match &self.storage[a.index()] {
+                Persistent::Array(a) => match &self.memory[a.index()] {
                     Storage::Whole(b) => {
                         let old = self.env.persisted.statics.insert(label.clone(), b.clone());
                         self.warn_overwrite(old.is_some(), &label);
@@ -301,7 +301,7 @@ impl Worker<'_> {
                         .statics
                         .remove(label)
                         .ok_or_else(missing)?;
-                    let Storage::Whole(b) = &mut self.storage[a.index()] else {
+                    let Storage::Whole(b) = &mut self.memory[a.index()] else {
                         return Err(RuntimeError::new("internal: static storage"));
                     };
                     if b.shape != saved.shape {
@@ -403,7 +403,7 @@ impl Context for Worker<'_> {
 
     fn block_list(&self) -> Vec<String> {
         let mut out = Vec::new();
-        for (i, s) in self.storage.iter().enumerate() {
+        for (i, s) in self.memory.arrays().iter().enumerate() {
             if let Storage::Blocks(map) = s {
                 let mut keys: Vec<_> = map.keys().collect();
                 keys.sort();

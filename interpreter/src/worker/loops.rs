@@ -106,7 +106,7 @@ impl Worker<'_> {
         let empty = frame.hi.iter().zip(&frame.lo).any(|(h, l)| h < l);
         if !empty && self.first_valid(&mut frame, true)? {
             self.frames.push(frame);
-            self.scopes.push(Vec::new());
+            self.scopes.open();
             self.loop_started();
             Ok(pc + 1)
         } else {
@@ -145,7 +145,7 @@ impl Worker<'_> {
         }
         if self.first_valid(&mut frame, false)? {
             self.frames.push(frame);
-            self.scopes.push(Vec::new());
+            self.scopes.open();
             self.loop_stepped();
             Ok(start + 1)
         } else {

@@ -8,9 +8,11 @@ mod execute;
 pub mod gpu;
 mod lookahead;
 mod loops;
+mod memory;
 mod ops;
 pub mod prefetch;
 pub(crate) mod remote;
+mod scopes;
 
 use crate::cluster::WorkerLink;
 use crate::cluster::message::{ServerStats, ToServer};
@@ -19,14 +21,15 @@ use crate::layout::Layout;
 use crate::persist::Persisted;
 use crate::setup::Setup;
 use crate::specials::Registry;
-use crate::store::{Block, BlockKey, BlockMap, Held, Storage};
+use crate::store::Storage;
 use loops::Frame;
+use memory::Memory;
 use remote::Net;
-use sial_bytecode::{ArrayKind, ArraySlot, Op, Persistent, Program};
+use scopes::Scopes;
+use sial_bytecode::{ArraySlot, Op, Persistent, Program};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::io::Write;
-use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 pub use remote::{LineProfile, WorkerStats};
@@ -45,46 +48,38 @@ pub struct Env<'a> {
 }
 
 pub struct Worker<'a> {
-    pub(crate) program: &'a Program,
-    pub(crate) layout: Layout,
-    pub(crate) ints: Vec<i32>,
-    pub(crate) scalars: Vec<f64>,
-    pub(crate) index_values: Vec<Option<i32>>,
-    pub(crate) storage: Vec<Storage>,
+    program: &'a Program,
+    layout: Layout,
+    ints: Vec<i32>,
+    scalars: Vec<f64>,
+    index_values: Vec<Option<i32>>,
+    /// The worker's own block data, and the bytes it holds.
+    memory: Memory,
     /// The link to the servers and the other workers, with the fetched blocks of this section.
-    pub(crate) net: RefCell<Net<'a>>,
+    net: RefCell<Net<'a>>,
     /// Valid pardo iterations met since the last barrier (the shared counter of §7.10).
-    pub(crate) pardo_counter: u64,
+    pardo_counter: u64,
     /// This worker's rank and the number of workers.
-    pub(crate) rank: usize,
-    pub(crate) workers: usize,
+    rank: usize,
+    workers: usize,
     /// The servers' figures of the finished program (worker 0).
-    pub server_stats: Vec<ServerStats>,
-    /// Temp blocks created in each open scope (innermost last); the first is the program scope.
-    pub(crate) scopes: Vec<Vec<(ArraySlot, BlockKey)>>,
-    pub(crate) frames: Vec<Frame>,
-    calls: Vec<usize>,
-    pub(crate) marks: Vec<(Persistent, String)>,
-    pub(crate) env: Env<'a>,
-    pub(crate) all_rank_print: bool,
+    server_stats: Vec<ServerStats>,
+    /// The open scopes and the procedure calls in progress.
+    scopes: Scopes,
+    frames: Vec<Frame>,
+    marks: Vec<(Persistent, String)>,
+    env: Env<'a>,
+    all_rank_print: bool,
     /// What specials keep between calls (their [`sial_superinstructions::special::State`]).
-    pub(crate) special_state: sial_superinstructions::special::State,
-    pub(crate) line: u32,
+    special_state: sial_superinstructions::special::State,
+    line: u32,
     /// Per loop (start pc): whether its body has a barrier (prefetch spans stop there).
-    pub(crate) barrier_loops: RefCell<HashMap<usize, bool>>,
+    barrier_loops: RefCell<HashMap<usize, bool>>,
     /// `--profile`: instructions and time per source line.
     lines: Vec<(u64, Duration)>,
     /// The device this worker places block instructions on, if any.
-    pub(crate) gpu: Option<Box<gpu::Gpu>>,
-    /// Bytes of block data held: in block maps, in static arrays, in contiguous regions
-    /// (with fetched blocks, counted against `--worker-memory`).
-    held: Held,
-    fixed_bytes: usize,
-    pub(crate) region_bytes: usize,
+    gpu: Option<Box<gpu::Gpu>>,
 }
-
-/// Deepest chain of procedure calls (recursion is legal but must end).
-const MAX_CALL_DEPTH: usize = 10_000;
 
 impl<'a> Worker<'a> {
     /// Binds a program to the setup data: predefined values, segment tables, predefined arrays.
@@ -115,53 +110,7 @@ impl<'a> Worker<'a> {
             });
         }
         let layout = Layout::new(program, &ints, setup)?;
-        let held: Held = Rc::default();
-        let mut storage = Vec::with_capacity(program.arrays.len());
-        for a in &program.arrays {
-            if !a.used {
-                storage.push(Storage::Unused);
-                continue;
-            }
-            for &d in &a.dims {
-                let r = layout.range(d);
-                if r.kind != sial_bytecode::IndexKind::Sub && r.count() == 0 {
-                    return Err(RuntimeError::input(format!(
-                        "array {} has a dimension over index {} with no segments ({}:{})",
-                        a.name, r.name, r.lo, r.hi
-                    )));
-                }
-            }
-            storage.push(match a.kind {
-                ArrayKind::Static => {
-                    let shape: Vec<usize> = a.dims.iter().map(|&d| layout.full_extent(d)).collect();
-                    access::fits_budget(&shape, env.options.worker_memory, &|| {
-                        format!("static array {}", a.name)
-                    })?;
-                    let block = if a.predefined {
-                        // Warnings come from worker 0 only.
-                        let mut warnings: Box<dyn Write> = if link.rank() == 0 {
-                            Box::new(std::io::stderr())
-                        } else {
-                            Box::new(std::io::sink())
-                        };
-                        predefined_array(setup, &a.name, &shape, &mut warnings)?
-                    } else {
-                        Block::zeros(shape)
-                    };
-                    Storage::Whole(block)
-                }
-                ArrayKind::ContiguousLocal => Storage::Regions(Vec::new()),
-                ArrayKind::Distributed | ArrayKind::Served => Storage::Remote,
-                _ => Storage::Blocks(BlockMap::new(Rc::clone(&held))),
-            });
-        }
-        let fixed_bytes = storage
-            .iter()
-            .map(|s| match s {
-                Storage::Whole(b) => b.data.len() * 8,
-                _ => 0,
-            })
-            .sum();
+        let memory = Memory::new(program, &layout, setup, env.options, link.rank())?;
         let (rank, workers) = (link.rank(), link.workers());
         let gpu = gpu::open(&env.options.gpu, rank)?
             .map(|d| Box::new(gpu::Gpu::new(d, &env.options.gpu, program)));
@@ -182,10 +131,9 @@ impl<'a> Worker<'a> {
             ints,
             scalars,
             index_values: vec![None; program.indices.len()],
-            storage,
-            scopes: vec![Vec::new()],
+            memory,
+            scopes: Scopes::new(),
             frames: Vec::new(),
-            calls: Vec::new(),
             marks: Vec::new(),
             env,
             all_rank_print: false,
@@ -194,9 +142,6 @@ impl<'a> Worker<'a> {
             barrier_loops: RefCell::new(HashMap::new()),
             lines: Vec::new(),
             gpu,
-            held,
-            fixed_bytes,
-            region_bytes: 0,
         })
     }
 
@@ -235,15 +180,15 @@ impl<'a> Worker<'a> {
         self.barrier()?;
         if self.env.options.snapshot && self.rank == 0 {
             for (a, array) in self.program.arrays.iter().enumerate() {
-                if !matches!(self.storage[a], Storage::Remote) || !array.kind.is_remote() {
+                if !matches!(self.memory[a], Storage::Remote) || !array.kind.is_remote() {
                     continue;
                 }
                 let blocks = self.net.get_mut().snapshot(a as u32)?;
-                let mut map = BlockMap::new(Rc::clone(&self.held));
+                let mut map = self.memory.block_map();
                 for (k, b) in blocks {
                     map.insert(k, std::sync::Arc::unwrap_or_clone(b));
                 }
-                self.storage[a] = Storage::Blocks(map);
+                self.memory[a] = Storage::Blocks(map);
             }
         }
         self.save_persistent()?;
@@ -254,6 +199,16 @@ impl<'a> Worker<'a> {
         // No worker starts the next program before every server has finished this one.
         net.link.all_gather(Vec::new())?;
         Ok(())
+    }
+
+    /// This worker's rank among the workers.
+    pub fn rank(&self) -> usize {
+        self.rank
+    }
+
+    /// The servers' figures of the finished program (worker 0; empty on the others).
+    pub fn take_server_stats(&mut self) -> Vec<ServerStats> {
+        std::mem::take(&mut self.server_stats)
     }
 
     /// This worker's figures.
@@ -294,12 +249,7 @@ impl<'a> Worker<'a> {
                 }));
             }
             Op::Call { proc } => {
-                if self.calls.len() >= MAX_CALL_DEPTH {
-                    return Err(RuntimeError::program(format!(
-                        "procedure calls nested more than {MAX_CALL_DEPTH} deep (unbounded recursion?)"
-                    )));
-                }
-                self.calls.push(next);
+                self.scopes.call(next)?;
                 let entry = self
                     .program
                     .procs
@@ -310,11 +260,7 @@ impl<'a> Worker<'a> {
                     .ok_or_else(|| RuntimeError::new("internal: unknown procedure"));
             }
             Op::Return => {
-                return self
-                    .calls
-                    .pop()
-                    .map(Some)
-                    .ok_or_else(|| RuntimeError::new("internal: return without a call"));
+                return self.scopes.ret().map(Some);
             }
             Op::End => return Ok(None),
             Op::Stop => return Err(RuntimeError::new("sial stop command caused program abort")),
@@ -406,15 +352,10 @@ impl<'a> Worker<'a> {
         Ok(Some(next))
     }
 
-    /// Bytes of the worker's own blocks: block maps, static arrays, contiguous regions.
-    fn own_bytes(&self) -> usize {
-        self.held.get() + self.fixed_bytes + self.region_bytes
-    }
-
     /// Blocks written by an instruction count against `--worker-memory` with the fetched
     /// ones: fetched blocks not in use make room; an error if that is not enough.
     fn check_memory(&mut self, op: &Op) -> Result<()> {
-        let local = self.own_bytes();
+        let local = self.memory.own_bytes();
         let program = self.program;
         let written = || {
             program
@@ -435,16 +376,14 @@ impl<'a> Worker<'a> {
     fn get(&mut self, block: &sial_bytecode::BlockRef, pc: usize) -> Result<()> {
         let (key, shape) = self.locate(block)?;
         // Scopes closed since the last block instruction freed local blocks.
-        let local = self.own_bytes();
+        let local = self.memory.own_bytes();
         self.net.get_mut().set_local(local);
         let site = self.net.get_mut().site(pc, self.line);
         let text = || self.block_text(block.array, &key);
         let mut wanted = self.wanted(block.array, key, &shape, &text);
         wanted.site = site;
         self.net.borrow_mut().get(&wanted, true)?;
-        if let Some(scope) = self.scopes.last_mut() {
-            scope.push((block.array, key));
-        }
+        self.scopes.hold(block.array, key);
         self.prefetch_ahead(pc, block, site)
     }
 
@@ -488,7 +427,7 @@ impl<'a> Worker<'a> {
                 if self.workers == 1 { "" } else { "s" }
             )));
         }
-        let Storage::Whole(b) = &mut self.storage[array.index()] else {
+        let Storage::Whole(b) = &mut self.memory[array.index()] else {
             return Err(RuntimeError::new(
                 "internal: broadcast_from of a non-static array",
             ));
@@ -501,17 +440,15 @@ impl<'a> Worker<'a> {
     /// Closes the innermost scope: its temp blocks are deleted, its fetched blocks may be
     /// evicted.
     pub(crate) fn close_scope(&mut self) {
-        if let Some(scope) = self.scopes.pop() {
-            for (a, key) in scope {
-                match &mut self.storage[a.index()] {
-                    Storage::Blocks(map) => {
-                        map.remove(&key);
-                        // A failure here is a device failure; the next device use reports it.
-                        let _ = self.forget_on_device((a.0, key));
-                    }
-                    Storage::Remote => self.net.get_mut().release(a.0, key),
-                    _ => {}
+        for (a, key) in self.scopes.close() {
+            match &mut self.memory[a.index()] {
+                Storage::Blocks(map) => {
+                    map.remove(&key);
+                    // A failure here is a device failure; the next device use reports it.
+                    let _ = self.forget_on_device((a.0, key));
                 }
+                Storage::Remote => self.net.get_mut().release(a.0, key),
+                _ => {}
             }
         }
     }
@@ -545,7 +482,7 @@ impl<'a> Worker<'a> {
             layout: &self.layout,
             ints: &self.ints,
             scalars: &self.scalars,
-            storage: &self.storage,
+            storage: self.memory.arrays(),
         }
     }
 }
@@ -557,29 +494,4 @@ pub struct FinalState<'w> {
     pub ints: &'w [i32],
     pub scalars: &'w [f64],
     pub storage: &'w [Storage],
-}
-
-fn predefined_array(
-    setup: &Setup,
-    name: &str,
-    shape: &[usize],
-    warnings: &mut dyn Write,
-) -> Result<Block> {
-    match setup.arrays.get(name) {
-        Some(a) if a.shape == shape => Ok(Block {
-            shape: shape.to_vec(),
-            data: a.data.clone(),
-        }),
-        Some(a) => Err(RuntimeError::input(format!(
-            "array {name} shape inconsistent in Sial program and inserted array: the program needs {shape:?}, the setup data has {:?}",
-            a.shape
-        ))),
-        None => {
-            let _ = writeln!(
-                warnings,
-                "WARNING:  No data for predefined static array {name}; it is zero-filled"
-            );
-            Ok(Block::zeros(shape.to_vec()))
-        }
-    }
 }

@@ -215,7 +215,7 @@ impl Worker<'_> {
         {
             // ACES4's servers refuse a second mark; its workers keep the first label
             // (rlambda_rhf marks its static `dipole` twice).
-            if let Storage::Remote = self.storage[a.index()] {
+            if let Storage::Remote = self.memory[a.index()] {
                 return Err(RuntimeError::program(format!(
                     "duplicate save of array {} in same sial program (set_persistent marks it once)",
                     self.array_name(*a)
@@ -229,7 +229,7 @@ impl Worker<'_> {
         }
         self.marks.push((*object, label.clone()));
         if let sial_bytecode::Persistent::Array(a) = object
-            && let Storage::Remote = self.storage[a.index()]
+            && let Storage::Remote = self.memory[a.index()]
         {
             let array = a.0;
             self.tell_servers(|from| ToServer::SetPersistent {
@@ -249,7 +249,7 @@ impl Worker<'_> {
     ) -> Result<()> {
         let label = self.program.strings[label.index()].clone();
         if let sial_bytecode::Persistent::Array(a) = object
-            && let Storage::Remote = self.storage[a.index()]
+            && let Storage::Remote = self.memory[a.index()]
         {
             let array = a.0;
             return self.tell_servers_from_every_worker(|from| ToServer::RestorePersistent {
@@ -263,7 +263,7 @@ impl Worker<'_> {
 
     /// A block of a block-map array by key (for the super block of a slice or insert).
     fn block_by_key(&self, r: &BlockRef, key: &BlockKey, shape: &[usize]) -> Result<Block> {
-        match &self.storage[r.array.index()] {
+        match &self.memory[r.array.index()] {
             Storage::Remote => Ok(Arc::unwrap_or_clone(
                 self.read_remote(r.array, *key, shape)?,
             )),
@@ -290,7 +290,7 @@ impl Worker<'_> {
     }
 
     fn store_by_key(&mut self, r: &BlockRef, key: BlockKey, block: Block) -> Result<()> {
-        if let Storage::Remote = self.storage[r.array.index()] {
+        if let Storage::Remote = self.memory[r.array.index()] {
             return Err(self.remote_write_error(r));
         }
         let dims = self.program.arrays[r.array.index()].dims.clone();
@@ -303,13 +303,10 @@ impl Worker<'_> {
             })
             .collect();
         let temp = self.program.arrays[r.array.index()].kind == sial_bytecode::ArrayKind::Temp;
-        match &mut self.storage[r.array.index()] {
+        match &mut self.memory[r.array.index()] {
             Storage::Blocks(map) => {
-                if map.insert(key, block).is_none()
-                    && temp
-                    && let Some(scope) = self.scopes.last_mut()
-                {
-                    scope.push((r.array, key));
+                if map.insert(key, block).is_none() && temp {
+                    self.scopes.hold(r.array, key);
                 }
                 Ok(())
             }
@@ -361,7 +358,7 @@ impl Worker<'_> {
                 .map(|(d, &x)| self.layout.extent(x, current[d], 0))
                 .collect();
             let text = self.block_text(array, &key);
-            if let Storage::Blocks(map) = &mut self.storage[array.index()] {
+            if let Storage::Blocks(map) = &mut self.memory[array.index()] {
                 if allocate {
                     map.insert(key, Block::zeros(shape));
                 } else if map.remove(&key).is_none() {

@@ -189,7 +189,7 @@ impl Worker<'_> {
             });
         }
         for s in &srcs {
-            let fetched = matches!(self.storage[s.array.index()], Storage::Remote);
+            let fetched = matches!(self.memory[s.array.index()], Storage::Remote);
             if !fetched && !self.local_blocks(s.array) {
                 device = false;
                 continue;
@@ -212,7 +212,7 @@ impl Worker<'_> {
         }
         // Blocks that do not exist: the host path reports them.
         for p in &places {
-            let exists = match &self.storage[p.key.0 as usize] {
+            let exists = match &self.memory[p.key.0 as usize] {
                 Storage::Blocks(map) => map.contains_key(&p.key.1),
                 Storage::Remote => true,
                 _ => false,

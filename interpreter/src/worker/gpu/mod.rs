@@ -17,6 +17,7 @@
 mod form;
 
 use super::Worker;
+use super::memory::Memory;
 use crate::device::placement::{Instr, Use};
 use crate::device::{
     self, Calibration, DevBuf, Device, DeviceCopies, DeviceMode, GpuStats, Intent, OpKind,
@@ -173,7 +174,7 @@ impl Worker<'_> {
                 return Ok(());
             };
             if g.dirty.remove(&key) {
-                download(g, &mut self.storage, key)?;
+                download(g, &mut self.memory, key)?;
             }
         }
         Ok(())
@@ -266,7 +267,7 @@ impl Worker<'_> {
             match a {
                 ExecArg::Block(b) => blocks.push(b.clone()),
                 ExecArg::Scalar(_) | ExecArg::Literal(_) => {}
-                ExecArg::Array(s) if matches!(self.storage[s.index()], Storage::Whole(_)) => {}
+                ExecArg::Array(s) if matches!(self.memory[s.index()], Storage::Whole(_)) => {}
                 ExecArg::Array(_) | ExecArg::Region(_) => return None,
             }
         }
@@ -275,7 +276,7 @@ impl Worker<'_> {
 
     /// Local and temp arrays: blocks in the worker's storage.
     fn local_blocks(&self, a: sial_bytecode::ArraySlot) -> bool {
-        matches!(self.storage[a.index()], Storage::Blocks(_))
+        matches!(self.memory[a.index()], Storage::Blocks(_))
             && matches!(
                 self.program.arrays[a.index()].kind,
                 ArrayKind::Local | ArrayKind::Temp
@@ -353,7 +354,7 @@ impl Worker<'_> {
                 self.forget_on_device(key)
             }
             GpuOp::Put => {
-                let Storage::Blocks(map) = &self.storage[key.0 as usize] else {
+                let Storage::Blocks(map) = &self.memory[key.0 as usize] else {
                     return Ok(());
                 };
                 let Some(host) = map.get(&key.1) else {
@@ -369,7 +370,7 @@ impl Worker<'_> {
                     .for_device(key, len, Intent::Read, &host.data, &mut written_back)
                     .map_err(gpu_error)?;
                 g.resident.insert(key);
-                store_written_back(g, &mut self.storage, written_back);
+                store_written_back(g, &mut self.memory, written_back);
                 Ok(())
             }
         }
@@ -383,7 +384,7 @@ impl Worker<'_> {
         };
         for p in places.iter().filter(|p| !p.fetched) {
             let (a, key) = p.key;
-            let Storage::Blocks(map) = &mut self.storage[a as usize] else {
+            let Storage::Blocks(map) = &mut self.memory[a as usize] else {
                 continue;
             };
             match map.data_mut(&key) {
@@ -409,7 +410,7 @@ impl Worker<'_> {
             return Ok(());
         };
         for key in std::mem::take(&mut g.dirty) {
-            download(g, &mut self.storage, key)?;
+            download(g, &mut self.memory, key)?;
         }
         Ok(())
     }
@@ -461,7 +462,7 @@ impl Worker<'_> {
         // The result block must exist on the host (scope, existence) even if its data is not
         // current there; a new one is made like any written block.
         let dst = &places[0];
-        let exists = matches!(&self.storage[dst.key.0 as usize], Storage::Blocks(m) if m.contains_key(&dst.key.1));
+        let exists = matches!(&self.memory[dst.key.0 as usize], Storage::Blocks(m) if m.contains_key(&dst.key.1));
         if !exists {
             self.insert_block(dst.key, Block::zeros(dst.shape.clone()));
         }
@@ -496,7 +497,7 @@ impl Worker<'_> {
                 g.fetched.insert(p.key, data);
                 buf
             } else {
-                let host: &[f64] = match &self.storage[p.key.0 as usize] {
+                let host: &[f64] = match &self.memory[p.key.0 as usize] {
                     Storage::Blocks(map) => map.get(&p.key.1).map_or(&[], |b| &b.data),
                     _ => &[],
                 };
@@ -507,7 +508,7 @@ impl Worker<'_> {
             g.resident.insert(p.key);
             bufs.push(buf);
         }
-        store_written_back(g, &mut self.storage, written_back);
+        store_written_back(g, &mut self.memory, written_back);
         let dev = g.copies.device();
         let shape = |i: usize| k::Shape::new(&places[i].shape);
         let r = match kernel {
@@ -538,12 +539,11 @@ impl Worker<'_> {
     /// Stores a new local/temp block (temp blocks join the innermost scope).
     fn insert_block(&mut self, key: Key, block: Block) {
         let kind = self.program.arrays[key.0 as usize].kind;
-        if let Storage::Blocks(map) = &mut self.storage[key.0 as usize]
+        if let Storage::Blocks(map) = &mut self.memory[key.0 as usize]
             && map.insert(key.1, block).is_none()
             && kind == ArrayKind::Temp
-            && let Some(scope) = self.scopes.last_mut()
         {
-            scope.push((sial_bytecode::ArraySlot(key.0), key.1));
+            self.scopes.hold(sial_bytecode::ArraySlot(key.0), key.1);
         }
     }
 }
@@ -569,7 +569,7 @@ fn block_exprs(program: &Program) -> Vec<Vec<ExprId>> {
 }
 
 /// Brings the newest data of `key` from the device into its host block.
-fn download(g: &mut Gpu, storage: &mut [Storage], key: Key) -> Result<()> {
+fn download(g: &mut Gpu, storage: &mut Memory, key: Key) -> Result<()> {
     if let Storage::Blocks(map) = &mut storage[key.0 as usize]
         && let Some(d) = map.data_mut(&key.1)
     {
@@ -579,7 +579,7 @@ fn download(g: &mut Gpu, storage: &mut [Storage], key: Key) -> Result<()> {
 }
 
 /// Device copies evicted dirty: their data is the host copy now.
-fn store_written_back(g: &mut Gpu, storage: &mut [Storage], written_back: Vec<(Key, Vec<f64>)>) {
+fn store_written_back(g: &mut Gpu, storage: &mut Memory, written_back: Vec<(Key, Vec<f64>)>) {
     for (key, data) in written_back {
         g.dirty.remove(&key);
         if let Storage::Blocks(map) = &mut storage[key.0 as usize]

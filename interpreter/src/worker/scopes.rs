@@ -1,0 +1,62 @@
+//! The worker's scopes and procedure calls: the open scopes (the program's, then one per loop
+//! body being run), innermost last, each with the blocks it holds; and the return addresses
+//! of the procedure calls in progress.
+
+use crate::error::{Result, RuntimeError};
+use crate::store::BlockKey;
+use sial_bytecode::ArraySlot;
+
+/// Deepest chain of procedure calls (recursion is legal but must end).
+const MAX_CALL_DEPTH: usize = 10_000;
+
+pub(crate) struct Scopes {
+    /// Per open scope, the blocks it holds: temp blocks die at its end, fetched ones become
+    /// evictable.
+    held: Vec<Vec<(ArraySlot, BlockKey)>>,
+    calls: Vec<usize>,
+}
+
+impl Scopes {
+    /// The program's scope alone.
+    pub(crate) fn new() -> Scopes {
+        Scopes {
+            held: vec![Vec::new()],
+            calls: Vec::new(),
+        }
+    }
+
+    /// A loop body starts.
+    pub(crate) fn open(&mut self) {
+        self.held.push(Vec::new());
+    }
+
+    /// The innermost scope ends: the blocks it held.
+    pub(crate) fn close(&mut self) -> Vec<(ArraySlot, BlockKey)> {
+        self.held.pop().unwrap_or_default()
+    }
+
+    /// The innermost scope holds a block (a new temp block, or a fetched copy).
+    pub(crate) fn hold(&mut self, array: ArraySlot, key: BlockKey) {
+        if let Some(scope) = self.held.last_mut() {
+            scope.push((array, key));
+        }
+    }
+
+    /// A procedure call that returns to `back`.
+    pub(crate) fn call(&mut self, back: usize) -> Result<()> {
+        if self.calls.len() >= MAX_CALL_DEPTH {
+            return Err(RuntimeError::program(format!(
+                "procedure calls nested more than {MAX_CALL_DEPTH} deep (unbounded recursion?)"
+            )));
+        }
+        self.calls.push(back);
+        Ok(())
+    }
+
+    /// Where the innermost call returns to.
+    pub(crate) fn ret(&mut self) -> Result<usize> {
+        self.calls
+            .pop()
+            .ok_or_else(|| RuntimeError::new("internal: return without a call"))
+    }
+}

@@ -270,58 +270,28 @@ impl Names<'_> {
     }
 
     fn op(&self, op: &Op) -> String {
-        let wheres = |w: &[ExprId]| {
-            if w.is_empty() {
-                String::new()
-            } else {
-                format!(" where {}", self.exprs(w))
-            }
-        };
         match op {
             Op::Jump { target } => format!("jump {target}"),
             Op::JumpUnless { cond, target } => {
                 format!("jump_unless {} -> {target}", self.expr(*cond))
             }
-            Op::Call { proc } => format!(
-                "call {}",
-                self.0
-                    .procs
-                    .get(proc.index())
-                    .map_or("?", |p| p.name.as_str())
-            ),
+            Op::Call { proc } => format!("call {}", self.proc(*proc)),
             Op::Return => "return".into(),
             Op::End => "end".into(),
             Op::Stop => "stop".into(),
-            Op::DoStart {
-                index,
-                wheres: w,
-                end,
-            } => format!("do {}{} (end {end})", self.index(*index), wheres(w)),
+            Op::DoStart { index, wheres, end } => self.do_loop(*index, None, wheres, *end),
             Op::DoInStart {
                 index,
                 parent,
-                wheres: w,
+                wheres,
                 end,
-            } => {
-                format!(
-                    "do {} in {}{} (end {end})",
-                    self.index(*index),
-                    self.index(*parent),
-                    wheres(w)
-                )
-            }
+            } => self.do_loop(*index, Some(*parent), wheres, *end),
             Op::PardoStart {
                 indices,
-                wheres: w,
+                wheres,
                 pragma,
                 end,
-            } => {
-                let list: Vec<&str> = indices.iter().map(|&i| self.index(i)).collect();
-                let pragma = pragma
-                    .map(|s| format!(" {}", self.string(s)))
-                    .unwrap_or_default();
-                format!("pardo {}{pragma}{} (end {end})", list.join(","), wheres(w))
-            }
+            } => self.pardo(indices, *pragma, wheres, *end),
             Op::LoopEnd { start } => format!("loop_end (start {start})"),
             Op::Exit { start } => format!("exit loop {start}"),
             Op::SectionStart => "section".into(),
@@ -330,19 +300,9 @@ impl Names<'_> {
                 BarrierKind::Sip => "sip_barrier".into(),
                 BarrierKind::Server => "server_barrier".into(),
             },
-            Op::AssignInt { target, op, value } => format!(
-                "{} {} {}",
-                self.int(*target),
-                assign(*op),
-                self.expr(*value)
-            ),
+            Op::AssignInt { target, op, value } => self.assignment(self.int(*target), *op, *value),
             Op::AssignScalar { target, op, value } => {
-                format!(
-                    "{} {} {}",
-                    self.scalar(*target),
-                    assign(*op),
-                    self.expr(*value)
-                )
+                self.assignment(self.scalar(*target), *op, *value)
             }
             Op::Collective { target, value } => format!(
                 "collective {} += {}",
@@ -353,55 +313,20 @@ impl Names<'_> {
             Op::BroadcastFrom { root, array } => {
                 format!("broadcast_from {} {}", self.expr(*root), self.array(*array))
             }
-            Op::BlockScalar { dst, update, value } => {
-                let op = match update {
-                    ScalarUpdate::Fill => "fill",
-                    ScalarUpdate::Add => "add_scalar",
-                    ScalarUpdate::Scale => "scale",
-                };
-                format!("{op} {} {}", self.operand(dst), self.expr(*value))
-            }
-            Op::BlockCopy { dst, src, layout } => {
-                let kind = if layout.is_identity() {
-                    "copy"
-                } else {
-                    "permute"
-                };
-                format!(
-                    "{kind} {} <- {} {}",
-                    self.operand(dst),
-                    self.operand(src),
-                    perm(layout)
-                )
-            }
+            Op::BlockScalar { dst, update, value } => self.block_scalar(dst, *update, *value),
+            Op::BlockCopy { dst, src, layout } => self.block_copy(dst, src, layout),
             Op::BlockAccumulate {
                 dst,
                 src,
                 sign,
                 layout,
-            } => {
-                format!(
-                    "accumulate {} {}= {} {}",
-                    self.block(dst),
-                    sign_text(*sign),
-                    self.block(src),
-                    perm(layout)
-                )
-            }
+            } => self.accumulate(dst, *sign, src, layout),
             Op::BlockSum {
                 dst,
                 left,
                 right,
                 sign,
-            } => {
-                format!(
-                    "sum {} <- {} {} {}",
-                    self.block(dst),
-                    self.block(left),
-                    sign_text(*sign),
-                    self.block(right)
-                )
-            }
+            } => self.sum(dst, left, *sign, right),
             Op::BlockContract {
                 dst,
                 left,
@@ -414,45 +339,17 @@ impl Names<'_> {
                 } else {
                     "contract"
                 };
-                format!(
-                    "{op} {} <- {} * {} sum{:?} free{:?}{:?}",
-                    self.block(dst),
-                    self.block(left),
-                    self.block(right),
-                    plan.contracted,
-                    plan.left_free,
-                    plan.right_free
-                )
+                format!("{op} {}", self.contraction(dst, left, right, plan))
             }
             Op::BlockScaleCopy {
                 dst,
                 src,
                 factor,
                 accumulate,
-            } => {
-                let op = if *accumulate {
-                    "scale_add"
-                } else {
-                    "scale_copy"
-                };
-                format!(
-                    "{op} {} <- {} * {}",
-                    self.block(dst),
-                    self.block(src),
-                    self.operand_expr(*factor)
-                )
-            }
+            } => self.scale_copy(dst, src, *factor, *accumulate),
             Op::Slice { dst, src } => format!("slice {} <- {}", self.block(dst), self.block(src)),
             Op::Insert { dst, src } => format!("insert {} <- {}", self.block(dst), self.block(src)),
-            Op::Execute { special, args } => {
-                let args: Vec<String> = args.iter().map(|a| self.exec_arg(a)).collect();
-                let name = self
-                    .0
-                    .specials
-                    .get(special.index())
-                    .map_or("?", |s| s.name.as_str());
-                format!("execute {name} {}", args.join(" "))
-            }
+            Op::Execute { special, args } => self.execute(*special, args),
             Op::Allocate { array, selector } => {
                 format!("allocate {}", self.selector(*array, selector))
             }
@@ -464,43 +361,16 @@ impl Names<'_> {
             Op::Create { array } => format!("create {}", self.array(*array)),
             Op::Delete { array } => format!("delete {}", self.array(*array)),
             Op::Get { block } => format!("get {}", self.block(block)),
-            Op::Put { dst, op, value } => {
-                let op = match op {
-                    PutOp::Replace => "=",
-                    PutOp::Accumulate => "+=",
-                    PutOp::Scale => "*=",
-                };
-                let value = match value {
-                    PutValue::Block(b) => self.block(b),
-                    PutValue::Scalar(e) => self.expr(*e),
-                };
-                format!("put {} {op} {value}", self.block(dst))
+            Op::Put { dst, op, value } => self.put(dst, *op, value),
+            Op::SetPersistent { object, label } => {
+                self.persistence("set_persistent", *object, *label)
             }
-            Op::SetPersistent { object, label } => format!(
-                "set_persistent {} {}",
-                self.persistent(*object),
-                self.string(*label)
-            ),
             Op::RestorePersistent { object, label } => {
-                format!(
-                    "restore_persistent {} {}",
-                    self.persistent(*object),
-                    self.string(*label)
-                )
+                self.persistence("restore_persistent", *object, *label)
             }
             Op::Print { item, newline } => {
                 let op = if *newline { "println" } else { "print" };
-                let what = match item {
-                    PrintItem::Str(s) => self.string(*s),
-                    PrintItem::IntVar(s) => self.int(*s).to_string(),
-                    PrintItem::Index(s) => self.index(*s).to_string(),
-                    PrintItem::ScalarVar(s) => self.scalar(*s).to_string(),
-                    PrintItem::IntExpr(e) => format!("int {}", self.expr(*e)),
-                    PrintItem::ScalarExpr(e) => format!("scalar {}", self.expr(*e)),
-                    PrintItem::Block(o) => self.operand(o),
-                    PrintItem::Array(a) => format!("array {}", self.array(*a)),
-                };
-                format!("{op} {what}")
+                format!("{op} {}", self.print_item(item))
             }
             Op::GpuOn => "gpu_on".into(),
             Op::GpuOff => "gpu_off".into(),
@@ -513,6 +383,189 @@ impl Names<'_> {
                 };
                 format!("{op} {}", self.exec_arg(arg))
             }
+        }
+    }
+
+    fn proc(&self, p: ProcId) -> &str {
+        self.0.procs.get(p.index()).map_or("?", |x| x.name.as_str())
+    }
+
+    // ---- loop heads -------------------------------------------------------------------------
+
+    /// `do i` or, with a parent, `do i in p`.
+    fn do_loop(
+        &self,
+        index: IndexSlot,
+        parent: Option<IndexSlot>,
+        w: &[ExprId],
+        end: Pc,
+    ) -> String {
+        let parent = parent
+            .map(|p| format!(" in {}", self.index(p)))
+            .unwrap_or_default();
+        format!(
+            "do {}{parent}{} (end {end})",
+            self.index(index),
+            self.wheres(w)
+        )
+    }
+
+    fn pardo(
+        &self,
+        indices: &[IndexSlot],
+        pragma: Option<StringSlot>,
+        w: &[ExprId],
+        end: Pc,
+    ) -> String {
+        let list: Vec<&str> = indices.iter().map(|&i| self.index(i)).collect();
+        let pragma = pragma
+            .map(|s| format!(" {}", self.string(s)))
+            .unwrap_or_default();
+        format!(
+            "pardo {}{pragma}{} (end {end})",
+            list.join(","),
+            self.wheres(w)
+        )
+    }
+
+    /// The where clauses of a loop head, with their leading space; empty without any.
+    fn wheres(&self, w: &[ExprId]) -> String {
+        if w.is_empty() {
+            String::new()
+        } else {
+            format!(" where {}", self.exprs(w))
+        }
+    }
+
+    // ---- variables ----------------------------------------------------------------------------
+
+    fn assignment(&self, target: &str, op: ScalarAssign, value: ExprId) -> String {
+        format!("{target} {} {}", assign(op), self.expr(value))
+    }
+
+    // ---- block arithmetic ---------------------------------------------------------------------
+
+    fn block_scalar(&self, dst: &Operand, update: ScalarUpdate, value: ExprId) -> String {
+        let op = match update {
+            ScalarUpdate::Fill => "fill",
+            ScalarUpdate::Add => "add_scalar",
+            ScalarUpdate::Scale => "scale",
+        };
+        format!("{op} {} {}", self.operand(dst), self.expr(value))
+    }
+
+    fn block_copy(&self, dst: &Operand, src: &Operand, layout: &Layout) -> String {
+        let kind = if layout.is_identity() {
+            "copy"
+        } else {
+            "permute"
+        };
+        format!(
+            "{kind} {} <- {} {}",
+            self.operand(dst),
+            self.operand(src),
+            perm(layout)
+        )
+    }
+
+    fn accumulate(&self, dst: &BlockRef, sign: Sign, src: &BlockRef, layout: &Layout) -> String {
+        format!(
+            "accumulate {} {}= {} {}",
+            self.block(dst),
+            sign_text(sign),
+            self.block(src),
+            perm(layout)
+        )
+    }
+
+    fn sum(&self, dst: &BlockRef, left: &BlockRef, sign: Sign, right: &BlockRef) -> String {
+        format!(
+            "sum {} <- {} {} {}",
+            self.block(dst),
+            self.block(left),
+            sign_text(sign),
+            self.block(right)
+        )
+    }
+
+    /// `d <- l * r` with the contraction pattern, without the mnemonic.
+    fn contraction(
+        &self,
+        dst: &BlockRef,
+        left: &BlockRef,
+        right: &BlockRef,
+        plan: &ContractPlan,
+    ) -> String {
+        format!(
+            "{} <- {} * {} sum{:?} free{:?}{:?}",
+            self.block(dst),
+            self.block(left),
+            self.block(right),
+            plan.contracted,
+            plan.left_free,
+            plan.right_free
+        )
+    }
+
+    fn scale_copy(
+        &self,
+        dst: &BlockRef,
+        src: &BlockRef,
+        factor: ExprId,
+        accumulate: bool,
+    ) -> String {
+        let op = if accumulate {
+            "scale_add"
+        } else {
+            "scale_copy"
+        };
+        format!(
+            "{op} {} <- {} * {}",
+            self.block(dst),
+            self.block(src),
+            self.operand_expr(factor)
+        )
+    }
+
+    fn execute(&self, special: SpecialSlot, args: &[ExecArg]) -> String {
+        let args: Vec<String> = args.iter().map(|a| self.exec_arg(a)).collect();
+        let name = self
+            .0
+            .specials
+            .get(special.index())
+            .map_or("?", |s| s.name.as_str());
+        format!("execute {name} {}", args.join(" "))
+    }
+
+    // ---- servers, persistence, output ---------------------------------------------------------
+
+    fn put(&self, dst: &BlockRef, op: PutOp, value: &PutValue) -> String {
+        let op = match op {
+            PutOp::Replace => "=",
+            PutOp::Accumulate => "+=",
+            PutOp::Scale => "*=",
+        };
+        let value = match value {
+            PutValue::Block(b) => self.block(b),
+            PutValue::Scalar(e) => self.expr(*e),
+        };
+        format!("put {} {op} {value}", self.block(dst))
+    }
+
+    fn persistence(&self, op: &str, object: Persistent, label: StringSlot) -> String {
+        format!("{op} {} {}", self.persistent(object), self.string(label))
+    }
+
+    fn print_item(&self, item: &PrintItem) -> String {
+        match item {
+            PrintItem::Str(s) => self.string(*s),
+            PrintItem::IntVar(s) => self.int(*s).to_string(),
+            PrintItem::Index(s) => self.index(*s).to_string(),
+            PrintItem::ScalarVar(s) => self.scalar(*s).to_string(),
+            PrintItem::IntExpr(e) => format!("int {}", self.expr(*e)),
+            PrintItem::ScalarExpr(e) => format!("scalar {}", self.expr(*e)),
+            PrintItem::Block(o) => self.operand(o),
+            PrintItem::Array(a) => format!("array {}", self.array(*a)),
         }
     }
 

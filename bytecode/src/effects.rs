@@ -89,23 +89,47 @@ impl Effects<'_> {
 impl Program {
     /// What `op` touches.
     pub fn effects<'a>(&self, op: &'a Op) -> Effects<'a> {
+        let mut uses = Vec::new();
+        let mut exprs = Vec::new();
+        self.touches(op, &mut uses, &mut exprs);
+        Effects {
+            class: class(op),
+            uses,
+            exprs,
+        }
+    }
+
+    /// The targets `op` reads and writes, and the expressions it evaluates, in operand order.
+    fn touches<'a>(
+        &self,
+        op: &'a Op,
+        uses: &mut Vec<(Target<'a>, Access)>,
+        exprs: &mut Vec<ExprId>,
+    ) {
         use Access::{Read, Update, Write};
-        let mut uses: Vec<(Target<'a>, Access)> = Vec::new();
-        let mut exprs: Vec<ExprId> = Vec::new();
         let assign = |op: ScalarAssign| match op {
             ScalarAssign::Set => Write,
             ScalarAssign::Add | ScalarAssign::Sub | ScalarAssign::Mul => Update,
         };
-        let class = match op {
-            Op::Jump { .. } | Op::Call { .. } | Op::Return | Op::End | Op::Stop => Class::Control,
-            Op::JumpUnless { cond, .. } => {
-                exprs.push(*cond);
-                Class::Control
-            }
+        // A contraction or scaled copy overwrites its destination unless it accumulates.
+        let result = |accumulate: bool| if accumulate { Update } else { Write };
+        match op {
+            Op::Jump { .. }
+            | Op::Call { .. }
+            | Op::Return
+            | Op::End
+            | Op::Stop
+            | Op::LoopEnd { .. }
+            | Op::Exit { .. }
+            | Op::SectionStart
+            | Op::SectionEnd
+            | Op::Barrier { .. }
+            | Op::GpuOn
+            | Op::GpuOff => {}
+            Op::JumpUnless { cond, .. } => exprs.push(*cond),
             Op::DoStart { index, wheres, .. } => {
                 uses.push((Target::Index(*index), Write));
                 exprs.extend(wheres);
-                Class::Control
             }
             Op::DoInStart {
                 index,
@@ -116,122 +140,87 @@ impl Program {
                 uses.push((Target::Index(*parent), Read));
                 uses.push((Target::Index(*index), Write));
                 exprs.extend(wheres);
-                Class::Control
             }
             Op::PardoStart {
                 indices, wheres, ..
             } => {
                 uses.extend(indices.iter().map(|i| (Target::Index(*i), Write)));
                 exprs.extend(wheres);
-                Class::Control
             }
-            Op::LoopEnd { .. } | Op::Exit { .. } => Class::Control,
-            Op::SectionEnd | Op::Barrier { .. } => Class::Synchronise,
-            Op::SectionStart | Op::GpuOn | Op::GpuOff => Class::Hint,
-            Op::Gpu { arg, .. } => {
-                uses.extend(exec_arg(arg, &mut exprs).map(|t| (t, Read)));
-                Class::Hint
-            }
+            Op::Gpu { arg, .. } => uses.extend(exec_arg(arg, exprs).map(|t| (t, Read))),
             Op::AssignInt { target, op, value } => {
                 uses.push((Target::Int(*target), assign(*op)));
                 exprs.push(*value);
-                Class::Variables
             }
             Op::AssignScalar { target, op, value } => {
                 uses.push((Target::Scalar(*target), assign(*op)));
                 exprs.push(*value);
-                Class::Variables
             }
             Op::Collective { target, value } => {
                 uses.push((Target::Scalar(*target), Update));
                 exprs.push(*value);
-                Class::Collective
             }
-            Op::AssertSame { target } => {
-                uses.push((Target::Scalar(*target), Read));
-                Class::Collective
-            }
+            Op::AssertSame { target } => uses.push((Target::Scalar(*target), Read)),
             Op::BroadcastFrom { root, array } => {
                 uses.push((Target::Array(*array), Update));
                 exprs.push(*root);
-                Class::Collective
             }
             Op::BlockScalar { dst, update, value } => {
                 let access = match update {
                     ScalarUpdate::Fill => Write,
                     ScalarUpdate::Add | ScalarUpdate::Scale => Update,
                 };
-                uses.push((operand(dst, &mut exprs), access));
+                uses.push((operand(dst, exprs), access));
                 exprs.push(*value);
-                Class::Blocks
             }
             Op::BlockCopy { dst, src, .. } => {
-                uses.push((operand(dst, &mut exprs), Write));
-                uses.push((operand(src, &mut exprs), Read));
-                Class::Blocks
+                uses.push((operand(dst, exprs), Write));
+                uses.push((operand(src, exprs), Read));
             }
             Op::BlockAccumulate { dst, src, .. } | Op::Insert { dst, src } => {
-                uses.push((Target::Block(dst), Update));
-                uses.push((Target::Block(src), Read));
-                Class::Blocks
+                uses.extend([(Target::Block(dst), Update), (Target::Block(src), Read)]);
             }
             Op::Slice { dst, src } => {
-                uses.push((Target::Block(dst), Write));
-                uses.push((Target::Block(src), Read));
-                Class::Blocks
+                uses.extend([(Target::Block(dst), Write), (Target::Block(src), Read)]);
             }
             Op::BlockSum {
                 dst, left, right, ..
-            } => {
-                uses.push((Target::Block(dst), Write));
-                uses.push((Target::Block(left), Read));
-                uses.push((Target::Block(right), Read));
-                Class::Blocks
-            }
+            } => uses.extend([
+                (Target::Block(dst), Write),
+                (Target::Block(left), Read),
+                (Target::Block(right), Read),
+            ]),
             Op::BlockContract {
                 dst,
                 left,
                 right,
                 accumulate,
                 ..
-            } => {
-                uses.push((Target::Block(dst), if *accumulate { Update } else { Write }));
-                uses.push((Target::Block(left), Read));
-                uses.push((Target::Block(right), Read));
-                Class::Blocks
-            }
+            } => uses.extend([
+                (Target::Block(dst), result(*accumulate)),
+                (Target::Block(left), Read),
+                (Target::Block(right), Read),
+            ]),
             Op::BlockScaleCopy {
                 dst,
                 src,
                 factor,
                 accumulate,
             } => {
-                uses.push((Target::Block(dst), if *accumulate { Update } else { Write }));
+                uses.push((Target::Block(dst), result(*accumulate)));
                 uses.push((Target::Block(src), Read));
                 exprs.push(*factor);
-                Class::Blocks
             }
-            Op::Execute { special, args } => {
-                self.execute_uses(*special, args, &mut uses, &mut exprs);
-                Class::Blocks
-            }
-            Op::Allocate { array, .. } | Op::Deallocate { array, .. } => {
-                uses.push((Target::Array(*array), Write));
-                Class::Blocks
-            }
+            Op::Execute { special, args } => self.execute_uses(*special, args, uses, exprs),
+            Op::Allocate { array, .. }
+            | Op::Deallocate { array, .. }
+            | Op::Create { array }
+            | Op::Delete { array } => uses.push((Target::Array(*array), Write)),
             Op::AllocateRegion { region } | Op::DeallocateRegion { region } => {
                 uses.push((Target::Region(region), Write));
-                region_bounds(region, &mut exprs);
-                Class::Blocks
+                region_bounds(region, exprs);
             }
-            Op::Create { array } | Op::Delete { array } => {
-                uses.push((Target::Array(*array), Write));
-                Class::Remote
-            }
-            Op::Get { block } => {
-                uses.push((Target::Block(block), Read));
-                Class::Remote
-            }
+            Op::Get { block } => uses.push((Target::Block(block), Read)),
             Op::Put { dst, op, value } => {
                 let access = match op {
                     PutOp::Replace => Write,
@@ -242,27 +231,11 @@ impl Program {
                     PutValue::Block(b) => uses.push((Target::Block(b), Read)),
                     PutValue::Scalar(e) => exprs.push(*e),
                 }
-                Class::Remote
             }
-            Op::SetPersistent { object, .. } | Op::RestorePersistent { object, .. } => {
-                let target = match object {
-                    Persistent::Scalar(s) => Target::Scalar(*s),
-                    Persistent::Array(a) => Target::Array(*a),
-                };
-                let access = if matches!(op, Op::SetPersistent { .. }) {
-                    Read
-                } else {
-                    Write
-                };
-                uses.push((target, access));
-                Class::Persistence
-            }
-            Op::Print { item, .. } => {
-                print_uses(item, &mut uses, &mut exprs);
-                Class::Output
-            }
-        };
-        Effects { class, uses, exprs }
+            Op::SetPersistent { object, .. } => uses.push((persistent(*object), Read)),
+            Op::RestorePersistent { object, .. } => uses.push((persistent(*object), Write)),
+            Op::Print { item, .. } => print_uses(item, uses, exprs),
+        }
     }
 
     /// The arguments of `execute`, as their special's intents say (an argument past the
@@ -320,6 +293,53 @@ impl Program {
                 | ExprOp::ScalarCmp(_) => [None, None],
             })
             .flatten()
+    }
+}
+
+/// Which part of the runtime carries out `op`.
+fn class(op: &Op) -> Class {
+    match op {
+        Op::Jump { .. }
+        | Op::JumpUnless { .. }
+        | Op::Call { .. }
+        | Op::Return
+        | Op::End
+        | Op::Stop
+        | Op::DoStart { .. }
+        | Op::DoInStart { .. }
+        | Op::PardoStart { .. }
+        | Op::LoopEnd { .. }
+        | Op::Exit { .. } => Class::Control,
+        Op::SectionEnd | Op::Barrier { .. } => Class::Synchronise,
+        Op::SectionStart | Op::GpuOn | Op::GpuOff | Op::Gpu { .. } => Class::Hint,
+        Op::AssignInt { .. } | Op::AssignScalar { .. } => Class::Variables,
+        Op::Collective { .. } | Op::AssertSame { .. } | Op::BroadcastFrom { .. } => {
+            Class::Collective
+        }
+        Op::BlockScalar { .. }
+        | Op::BlockCopy { .. }
+        | Op::BlockAccumulate { .. }
+        | Op::BlockSum { .. }
+        | Op::BlockContract { .. }
+        | Op::BlockScaleCopy { .. }
+        | Op::Slice { .. }
+        | Op::Insert { .. }
+        | Op::Execute { .. }
+        | Op::Allocate { .. }
+        | Op::Deallocate { .. }
+        | Op::AllocateRegion { .. }
+        | Op::DeallocateRegion { .. } => Class::Blocks,
+        Op::Create { .. } | Op::Delete { .. } | Op::Get { .. } | Op::Put { .. } => Class::Remote,
+        Op::SetPersistent { .. } | Op::RestorePersistent { .. } => Class::Persistence,
+        Op::Print { .. } => Class::Output,
+    }
+}
+
+/// A persistent object as a target.
+fn persistent<'a>(object: Persistent) -> Target<'a> {
+    match object {
+        Persistent::Scalar(s) => Target::Scalar(s),
+        Persistent::Array(a) => Target::Array(a),
     }
 }
 

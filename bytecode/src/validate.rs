@@ -338,6 +338,43 @@ impl Validator<'_> {
         Ok(())
     }
 
+    /// The indices (one to [`MAX_RANK`]) and pragma of a pardo.
+    fn pardo_head(&self, indices: &[IndexSlot], pragma: Option<StringSlot>) -> Check {
+        if indices.is_empty() || indices.len() > MAX_RANK {
+            return Err(format!("pardo over {} indices", indices.len()));
+        }
+        for i in indices {
+            self.index(*i)?;
+        }
+        pragma.map_or(Ok(()), |s| self.string(s))
+    }
+
+    /// An allocation selector: one entry per dimension of its array.
+    fn selector(&self, array: ArraySlot, selector: &[Option<IndexSlot>]) -> Check {
+        self.array(array)?;
+        let rank = self.p.arrays[array.index()].dims.len();
+        if selector.len() != rank {
+            return Err(format!(
+                "selector of {} entries for {rank} dimensions",
+                selector.len()
+            ));
+        }
+        selector.iter().flatten().try_for_each(|i| self.index(*i))
+    }
+
+    fn print_item(&self, item: &PrintItem) -> Check {
+        match item {
+            PrintItem::Str(s) => self.string(*s),
+            PrintItem::IntVar(s) => self.int(*s),
+            PrintItem::Index(s) => self.index(*s),
+            PrintItem::ScalarVar(s) => self.scalar(*s),
+            PrintItem::IntExpr(e) => self.expr(*e, true),
+            PrintItem::ScalarExpr(e) => self.expr(*e, false),
+            PrintItem::Block(o) => self.operand(o).map(|_| ()),
+            PrintItem::Array(a) => self.array(*a),
+        }
+    }
+
     fn instruction(&self, pc: usize, ins: &Instr) -> Check {
         let p = self.p;
         let len = p.code.len();
@@ -370,15 +407,7 @@ impl Validator<'_> {
                 pragma,
                 end,
             } => {
-                if indices.is_empty() || indices.len() > MAX_RANK {
-                    return Err(format!("pardo over {} indices", indices.len()));
-                }
-                for i in indices {
-                    self.index(*i)?;
-                }
-                if let Some(s) = pragma {
-                    self.string(*s)?;
-                }
+                self.pardo_head(indices, *pragma)?;
                 self.loop_start(pc, *end, wheres)
             }
             Op::LoopEnd { start } => match self.loop_end(*start) {
@@ -453,15 +482,7 @@ impl Validator<'_> {
                 args.iter().try_for_each(|a| self.exec_arg(a))
             }
             Op::Allocate { array, selector } | Op::Deallocate { array, selector } => {
-                self.array(*array)?;
-                let rank = p.arrays[array.index()].dims.len();
-                if selector.len() != rank {
-                    return Err(format!(
-                        "selector of {} entries for {rank} dimensions",
-                        selector.len()
-                    ));
-                }
-                selector.iter().flatten().try_for_each(|i| self.index(*i))
+                self.selector(*array, selector)
             }
             Op::AllocateRegion { region } | Op::DeallocateRegion { region } => {
                 self.region(region).map(|_| ())
@@ -478,16 +499,7 @@ impl Validator<'_> {
             Op::SetPersistent { object, label } | Op::RestorePersistent { object, label } => {
                 self.persistent(object, *label)
             }
-            Op::Print { item, .. } => match item {
-                PrintItem::Str(s) => self.string(*s),
-                PrintItem::IntVar(s) => self.int(*s),
-                PrintItem::Index(s) => self.index(*s),
-                PrintItem::ScalarVar(s) => self.scalar(*s),
-                PrintItem::IntExpr(e) => self.expr(*e, true),
-                PrintItem::ScalarExpr(e) => self.expr(*e, false),
-                PrintItem::Block(o) => self.operand(o).map(|_| ()),
-                PrintItem::Array(a) => self.array(*a),
-            },
+            Op::Print { item, .. } => self.print_item(item),
             Op::Gpu { arg, .. } => self.exec_arg(arg),
         }
     }

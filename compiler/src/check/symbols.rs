@@ -58,6 +58,13 @@ impl Symbols {
     }
 }
 
+/// The modifiers that change what a declaration declares (`sparse` is only reported).
+#[derive(Clone, Copy)]
+struct Modifiers {
+    predefined: Option<Span>,
+    contiguous: Option<Span>,
+}
+
 impl Checker<'_> {
     /// Sets up the tables of file `f`, whose imports have already been declared.
     pub(super) fn open_file(&mut self, f: usize) {
@@ -249,23 +256,7 @@ impl Checker<'_> {
 
     /// Checks a declaration and adds it to the tables.
     pub(super) fn declaration(&mut self, f: usize, d: &ast::Decl) {
-        let sparse = d.modifiers.iter().find(|(m, _)| *m == Modifier::Sparse);
-        if let Some((_, span)) = sparse {
-            self.diags.error(
-                *span,
-                "sparse arrays are not supported (the `sparse` modifier has no implementation)",
-            );
-        }
-        let predefined = d
-            .modifiers
-            .iter()
-            .find(|(m, _)| *m == Modifier::Predefined)
-            .map(|(_, s)| *s);
-        let contiguous = d
-            .modifiers
-            .iter()
-            .find(|(m, _)| *m == Modifier::Contiguous)
-            .map(|(_, s)| *s);
+        let modifiers = self.modifiers(d);
         match &d.kind {
             DeclKind::Index { kind, lo, hi } => {
                 let lo_b = self.range_bound(f, lo, *kind);
@@ -283,24 +274,7 @@ impl Checker<'_> {
                 }
             }
             DeclKind::Subindex { parent } => {
-                let parent_slot = match self.lookup(f, parent) {
-                    Some(Sym::Index(p))
-                        if self.program.indices[p.index()].kind != bc::IndexKind::Sub =>
-                    {
-                        Some(p)
-                    }
-                    Some(_) => {
-                        self.diags.error(
-                            parent.span,
-                            format!(
-                                "{} must be declared as an index type (the parent of a subindex)",
-                                parent.text
-                            ),
-                        );
-                        None
-                    }
-                    None => None,
-                };
+                let parent_slot = self.subindex_parent(f, parent);
                 let slot = IndexSlot(self.program.indices.len() as u32);
                 if self.declare(f, &d.name, Sym::Index(slot)) {
                     self.program.indices.push(bc::Index {
@@ -313,48 +287,12 @@ impl Checker<'_> {
                 }
             }
             DeclKind::Scalar { init } => {
-                let value = init
-                    .as_ref()
-                    .and_then(|i| self.init_value(i, true, &d.name))
-                    .map(|v| match v {
-                        Literal::Double(x) => x,
-                        Literal::Int(n) => n as f64,
-                    });
-                if let (Some(_), Some(i)) = (predefined, init) {
-                    self.diags.warning(i.span, format!("the initial value of predefined scalar {} is ignored: its value comes from setup data", d.name.text));
-                }
-                let slot = ScalarSlot(self.program.scalars.len() as u32);
-                if self.declare(f, &d.name, Sym::Scalar(slot)) {
-                    self.program.scalars.push(bc::ScalarVar {
-                        name: d.name.text.clone(),
-                        init: value.unwrap_or(0.0),
-                        predefined: predefined.is_some(),
-                    });
-                }
+                self.scalar_declaration(f, d, init.as_ref(), modifiers.predefined)
             }
             DeclKind::Int { init } => {
-                let value = init
-                    .as_ref()
-                    .and_then(|i| self.init_value(i, false, &d.name))
-                    .map(|v| match v {
-                        Literal::Int(n) => n as i32,
-                        Literal::Double(x) => x as i32,
-                    });
-                if let (Some(_), Some(i)) = (predefined, init) {
-                    self.diags.warning(i.span, format!("the initial value of predefined int {} is ignored: its value comes from setup data", d.name.text));
-                }
-                let slot = IntSlot(self.program.ints.len() as u32);
-                if self.declare(f, &d.name, Sym::Int(slot)) {
-                    self.program.ints.push(bc::IntVar {
-                        name: d.name.text.clone(),
-                        init: value.unwrap_or(0),
-                        predefined: predefined.is_some(),
-                    });
-                }
+                self.int_declaration(f, d, init.as_ref(), modifiers.predefined)
             }
-            DeclKind::Array { kind, dims } => {
-                self.array_declaration(f, d, *kind, dims, predefined, contiguous)
-            }
+            DeclKind::Array { kind, dims } => self.array_declaration(f, d, *kind, dims, modifiers),
             DeclKind::Proc { .. } => {
                 let order = self.procs.len();
                 if self.declare(f, &d.name, Sym::Proc(order)) {
@@ -362,46 +300,141 @@ impl Checker<'_> {
                         .push(super::ProcInfo::new(d.name.text.clone(), f, d.span));
                 }
             }
-            DeclKind::Special { signature } => {
-                let mut intents = Vec::new();
-                let mut ok = true;
-                if let Some(sig) = signature {
-                    for c in sig.text.chars() {
-                        match c {
-                            'r' => intents.push(bc::Intent::Read),
-                            'w' => intents.push(bc::Intent::Write),
-                            'u' => intents.push(bc::Intent::Update),
-                            other => {
-                                self.diags.error(sig.span, format!("illegal character {other} in special instruction signature {} (use r, w or u per argument)", sig.text));
-                                ok = false;
-                                break;
-                            }
-                        }
+            DeclKind::Special { signature } => self.special_declaration(f, d, signature.as_ref()),
+        }
+    }
+
+    /// The modifiers of a declaration; `sparse`, which nothing implements, is reported.
+    fn modifiers(&mut self, d: &ast::Decl) -> Modifiers {
+        let sparse = d.modifiers.iter().find(|(m, _)| *m == Modifier::Sparse);
+        if let Some((_, span)) = sparse {
+            self.diags.error(
+                *span,
+                "sparse arrays are not supported (the `sparse` modifier has no implementation)",
+            );
+        }
+        let find = |wanted: Modifier| {
+            d.modifiers
+                .iter()
+                .find(|(m, _)| *m == wanted)
+                .map(|(_, s)| *s)
+        };
+        Modifiers {
+            predefined: find(Modifier::Predefined),
+            contiguous: find(Modifier::Contiguous),
+        }
+    }
+
+    /// The parent of a subindex: an index that is not a subindex itself.
+    fn subindex_parent(&mut self, f: usize, parent: &ast::Name) -> Option<IndexSlot> {
+        match self.lookup(f, parent) {
+            Some(Sym::Index(p)) if self.program.indices[p.index()].kind != bc::IndexKind::Sub => {
+                Some(p)
+            }
+            Some(_) => {
+                self.diags.error(
+                    parent.span,
+                    format!(
+                        "{} must be declared as an index type (the parent of a subindex)",
+                        parent.text
+                    ),
+                );
+                None
+            }
+            None => None,
+        }
+    }
+
+    fn scalar_declaration(
+        &mut self,
+        f: usize,
+        d: &ast::Decl,
+        init: Option<&ast::InitLiteral>,
+        predefined: Option<Span>,
+    ) {
+        let value = init
+            .and_then(|i| self.init_value(i, true, &d.name))
+            .map(|v| match v {
+                Literal::Double(x) => x,
+                Literal::Int(n) => n as f64,
+            });
+        if let (Some(_), Some(i)) = (predefined, init) {
+            self.diags.warning(i.span, format!("the initial value of predefined scalar {} is ignored: its value comes from setup data", d.name.text));
+        }
+        let slot = ScalarSlot(self.program.scalars.len() as u32);
+        if self.declare(f, &d.name, Sym::Scalar(slot)) {
+            self.program.scalars.push(bc::ScalarVar {
+                name: d.name.text.clone(),
+                init: value.unwrap_or(0.0),
+                predefined: predefined.is_some(),
+            });
+        }
+    }
+
+    fn int_declaration(
+        &mut self,
+        f: usize,
+        d: &ast::Decl,
+        init: Option<&ast::InitLiteral>,
+        predefined: Option<Span>,
+    ) {
+        let value = init
+            .and_then(|i| self.init_value(i, false, &d.name))
+            .map(|v| match v {
+                Literal::Int(n) => n as i32,
+                Literal::Double(x) => x as i32,
+            });
+        if let (Some(_), Some(i)) = (predefined, init) {
+            self.diags.warning(i.span, format!("the initial value of predefined int {} is ignored: its value comes from setup data", d.name.text));
+        }
+        let slot = IntSlot(self.program.ints.len() as u32);
+        if self.declare(f, &d.name, Sym::Int(slot)) {
+            self.program.ints.push(bc::IntVar {
+                name: d.name.text.clone(),
+                init: value.unwrap_or(0),
+                predefined: predefined.is_some(),
+            });
+        }
+    }
+
+    fn special_declaration(&mut self, f: usize, d: &ast::Decl, signature: Option<&ast::Name>) {
+        let mut intents = Vec::new();
+        let mut ok = true;
+        if let Some(sig) = signature {
+            for c in sig.text.chars() {
+                match c {
+                    'r' => intents.push(bc::Intent::Read),
+                    'w' => intents.push(bc::Intent::Write),
+                    'u' => intents.push(bc::Intent::Update),
+                    other => {
+                        self.diags.error(sig.span, format!("illegal character {other} in special instruction signature {} (use r, w or u per argument)", sig.text));
+                        ok = false;
+                        break;
                     }
-                    if intents.len() > bc::MAX_RANK {
-                        self.diags.error(
-                            sig.span,
-                            format!(
-                                "special {} declares {} arguments; at most {} are supported",
-                                d.name.text,
-                                intents.len(),
-                                bc::MAX_RANK
-                            ),
-                        );
-                    }
-                }
-                if !ok {
-                    self.declare(f, &d.name, Sym::Poisoned);
-                    return;
-                }
-                let slot = SpecialSlot(self.program.specials.len() as u32);
-                if self.declare(f, &d.name, Sym::Special(slot)) {
-                    self.program.specials.push(bc::Special {
-                        name: d.name.text.clone(),
-                        intents,
-                    });
                 }
             }
+            if intents.len() > bc::MAX_RANK {
+                self.diags.error(
+                    sig.span,
+                    format!(
+                        "special {} declares {} arguments; at most {} are supported",
+                        d.name.text,
+                        intents.len(),
+                        bc::MAX_RANK
+                    ),
+                );
+            }
+        }
+        if !ok {
+            self.declare(f, &d.name, Sym::Poisoned);
+            return;
+        }
+        let slot = SpecialSlot(self.program.specials.len() as u32);
+        if self.declare(f, &d.name, Sym::Special(slot)) {
+            self.program.specials.push(bc::Special {
+                name: d.name.text.clone(),
+                intents,
+            });
         }
     }
 
@@ -411,10 +444,13 @@ impl Checker<'_> {
         d: &ast::Decl,
         kind: ast::ArrayKind,
         dims: &[ast::Name],
-        predefined: Option<Span>,
-        contiguous: Option<Span>,
+        modifiers: Modifiers,
     ) {
         use ast::ArrayKind as K;
+        let Modifiers {
+            predefined,
+            contiguous,
+        } = modifiers;
         if let Some(span) = predefined
             && kind != K::Static
         {

@@ -27,23 +27,8 @@ pub fn syntax_error(
     };
     // Literal tokens (`=`, `]`, ...) are not rules, so pest's own position can lag behind the
     // real point of failure; the detailed attempts know the furthest position and its tokens.
-    // Only punctuation is worth naming: blanks, comments and the characters that would extend
-    // a name are always possible somewhere and say nothing.
     let literal = attempts
-        .map(|(at, tokens)| {
-            let useful: Vec<String> = tokens
-                .into_iter()
-                .filter(|t| {
-                    !t.contains("..")
-                        && !matches!(
-                            t.as_str(),
-                            "" | " " | "\t" | "\x0c" | "#" | "." | "_" | "BUILTIN_RULE"
-                        )
-                        && !t.chars().all(|c| c.is_ascii_alphabetic())
-                })
-                .collect();
-            (at, useful)
-        })
+        .map(|(at, tokens)| (at, punctuation(tokens)))
         .filter(|(at, tokens)| *at >= rule_pos && !tokens.is_empty());
     let pos = literal.as_ref().map_or(rule_pos, |(at, _)| *at);
     let src = SourceFile::new(Default::default(), text.to_string());
@@ -69,84 +54,14 @@ pub fn syntax_error(
         (ErrorVariant::ParsingError { positives, .. }, None) => positives.clone(),
         _ => Vec::new(),
     };
+    if let Some(d) = else_if(file, text, pos) {
+        return d;
+    }
     let lower = found.to_ascii_lowercase();
-    let line_start = text[..pos.min(text.len())]
-        .rfind(['\n', '\r'])
-        .map_or(0, |i| i + 1);
-    let line_words: Vec<String> = text[line_start..]
-        .lines()
-        .next()
-        .unwrap_or("")
-        .split_whitespace()
-        .take(2)
-        .map(str::to_ascii_lowercase)
-        .collect();
-    if line_words.len() == 2 && line_words[0] == "else" && line_words[1] == "if" {
-        let span = Span::new(
-            file,
-            line_start,
-            line_start
-                + text[line_start..]
-                    .find(['\n', '\r'])
-                    .unwrap_or(text.len() - line_start),
-        );
-        return Diagnostic::error(
-            span,
-            "SIAL has no `else if`: end the line after `else` and nest the `if` inside it",
-        );
+    if let Some(d) = misused_word(span, &lower, &positives) {
+        return d;
     }
-    if lower == "import" {
-        return Diagnostic::error(span, "import lines must come before the `sial` line");
-    }
-    if lower == ";" {
-        return Diagnostic::error(
-            span,
-            "SIAL has no statement separator `;`: put each statement on its own line",
-        );
-    }
-    if ["<", ">", "<=", ">=", "==", "!="].contains(&lower.as_str()) {
-        return Diagnostic::error(
-            span,
-            "a comparison can only be the condition of `if` or `where`, not a value",
-        );
-    }
-    if NO_STATEMENT_FORM.contains(&lower.as_str()) {
-        return Diagnostic::error(
-            span,
-            format!("`{lower}` is a reserved word of SIAL with no statement form"),
-        );
-    }
-    if is_keyword(&lower) && positives.contains(&Rule::ident) {
-        return Diagnostic::error(
-            span,
-            format!("`{lower}` is a reserved word and cannot be used as a name"),
-        );
-    }
-    let mut expected: Vec<String> = Vec::new();
-    for r in &positives {
-        let w = describe(*r).to_string();
-        if !expected.contains(&w) {
-            expected.push(w);
-        }
-    }
-    for token in literal.map(|(_, tokens)| tokens).unwrap_or_default() {
-        let w = match token.as_str() {
-            "\n" | "\r" => continue,
-            "*" | "**" | "+" | "/" | "^" => "an operator".to_string(),
-            "-" if expected
-                .iter()
-                .any(|e| e.starts_with("an ") || e.starts_with("a range")) =>
-            {
-                continue;
-            }
-            "\"" | "(" if expected.iter().any(|e| e == "an expression") => continue,
-            "-" => "an operator".to_string(),
-            t => format!("`{t}`"),
-        };
-        if !expected.contains(&w) {
-            expected.push(w);
-        }
-    }
+    let mut expected = expected(&positives, literal.map(|(_, tokens)| tokens));
     let found_text = if found.is_empty() {
         if pos >= text.len() {
             "the end of the file".to_string()
@@ -169,6 +84,101 @@ pub fn syntax_error(
         }
     };
     Diagnostic::error(span, message)
+}
+
+/// The expected tokens worth naming: punctuation. Blanks, comments and the characters that
+/// would extend a name are always possible somewhere and say nothing.
+fn punctuation(tokens: Vec<String>) -> Vec<String> {
+    tokens
+        .into_iter()
+        .filter(|t| {
+            !t.contains("..")
+                && !matches!(
+                    t.as_str(),
+                    "" | " " | "\t" | "\x0c" | "#" | "." | "_" | "BUILTIN_RULE"
+                )
+                && !t.chars().all(|c| c.is_ascii_alphabetic())
+        })
+        .collect()
+}
+
+/// `else if` on the line of `pos`, which SIAL does not have.
+fn else_if(file: FileId, text: &str, pos: usize) -> Option<Diagnostic> {
+    let line_start = text[..pos.min(text.len())]
+        .rfind(['\n', '\r'])
+        .map_or(0, |i| i + 1);
+    let line_words: Vec<String> = text[line_start..]
+        .lines()
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .take(2)
+        .map(str::to_ascii_lowercase)
+        .collect();
+    if line_words.len() != 2 || line_words[0] != "else" || line_words[1] != "if" {
+        return None;
+    }
+    let span = Span::new(
+        file,
+        line_start,
+        line_start
+            + text[line_start..]
+                .find(['\n', '\r'])
+                .unwrap_or(text.len() - line_start),
+    );
+    Some(Diagnostic::error(
+        span,
+        "SIAL has no `else if`: end the line after `else` and nest the `if` inside it",
+    ))
+}
+
+/// A word or symbol found where it cannot be, with what it is for: `lower` is the token found
+/// (lower case), `positives` the rules expected there.
+fn misused_word(span: Span, lower: &str, positives: &[Rule]) -> Option<Diagnostic> {
+    let message = if lower == "import" {
+        "import lines must come before the `sial` line".to_string()
+    } else if lower == ";" {
+        "SIAL has no statement separator `;`: put each statement on its own line".to_string()
+    } else if ["<", ">", "<=", ">=", "==", "!="].contains(&lower) {
+        "a comparison can only be the condition of `if` or `where`, not a value".to_string()
+    } else if NO_STATEMENT_FORM.contains(&lower) {
+        format!("`{lower}` is a reserved word of SIAL with no statement form")
+    } else if is_keyword(lower) && positives.contains(&Rule::ident) {
+        format!("`{lower}` is a reserved word and cannot be used as a name")
+    } else {
+        return None;
+    };
+    Some(Diagnostic::error(span, message))
+}
+
+/// What was expected, in words and without repeats: the rules, then the literal tokens.
+fn expected(positives: &[Rule], tokens: Option<Vec<String>>) -> Vec<String> {
+    let mut expected: Vec<String> = Vec::new();
+    for r in positives {
+        let w = describe(*r).to_string();
+        if !expected.contains(&w) {
+            expected.push(w);
+        }
+    }
+    for token in tokens.unwrap_or_default() {
+        let w = match token.as_str() {
+            "\n" | "\r" => continue,
+            "*" | "**" | "+" | "/" | "^" => "an operator".to_string(),
+            "-" if expected
+                .iter()
+                .any(|e| e.starts_with("an ") || e.starts_with("a range")) =>
+            {
+                continue;
+            }
+            "\"" | "(" if expected.iter().any(|e| e == "an expression") => continue,
+            "-" => "an operator".to_string(),
+            t => format!("`{t}`"),
+        };
+        if !expected.contains(&w) {
+            expected.push(w);
+        }
+    }
+    expected
 }
 
 /// The token starting at `pos`: a word, a number, or one punctuation character.

@@ -5,7 +5,7 @@ use super::errors::syntax_error;
 use crate::diag::Diagnostic;
 use crate::source::{FileId, Span};
 use pest::Parser as _;
-use pest::iterators::Pair;
+use pest::iterators::{Pair, Pairs};
 use pest::pratt_parser::{Assoc, Op, PrattParser};
 use std::sync::LazyLock;
 
@@ -322,137 +322,24 @@ impl Builder {
             Rule::exit_stmt => StmtKind::Exit,
             Rule::sip_barrier_stmt => StmtKind::SipBarrier,
             Rule::server_barrier_stmt => StmtKind::ServerBarrier,
-            Rule::do_stmt => {
-                it.next(); // do
-                let index = self.name(it.next().expect_pair());
-                let mut parent = None;
-                let mut body = Vec::new();
-                let mut end_index = index.clone();
-                let mut end_parent = None;
-                let mut end_span = span;
-                for c in it {
-                    match c.as_rule() {
-                        Rule::kw_in => {}
-                        Rule::ident => parent = Some(self.name(c)),
-                        Rule::body => body = self.body(c),
-                        _ => {
-                            end_span = self.span(&c);
-                            let names: Vec<Name> = inner(c)
-                                .filter(|n| n.as_rule() == Rule::ident)
-                                .map(|n| self.name(n))
-                                .collect();
-                            let mut names = names.into_iter();
-                            if let Some(n) = names.next() {
-                                end_index = n;
-                            }
-                            end_parent = names.next();
-                        }
-                    }
-                }
-                StmtKind::Do {
-                    index,
-                    parent,
-                    body,
-                    end_index,
-                    end_parent,
-                    end_span,
-                }
-            }
-            Rule::pardo_stmt => {
-                it.next(); // pardo
-                let mut indices = Vec::new();
-                let mut pragma = None;
-                let mut body = Vec::new();
-                let mut end_indices = Vec::new();
-                let mut end_span = span;
-                for c in it {
-                    match c.as_rule() {
-                        Rule::ident_list => indices = self.names(Some(c)),
-                        Rule::string => pragma = Some(self.str_lit(c)),
-                        Rule::body => body = self.body(c),
-                        _ => {
-                            end_span = self.span(&c);
-                            end_indices = self.names(inner(c).nth(1));
-                        }
-                    }
-                }
-                StmtKind::Pardo {
-                    indices,
-                    pragma,
-                    body,
-                    end_indices,
-                    end_span,
-                }
-            }
+            Rule::do_stmt => self.do_loop(it, span),
+            Rule::pardo_stmt => self.pardo(it, span),
             Rule::section_stmt => StmtKind::Section {
                 body: self.body(it.nth(1).expect_pair()),
             },
             Rule::gpu_region => StmtKind::GpuRegion {
                 body: self.body(it.nth(1).expect_pair()),
             },
-            Rule::if_stmt => {
-                it.next(); // if
-                let cond = self.relexpr(it.next().expect_pair());
-                let then_body = self.body(it.next().expect_pair());
-                let else_body = it
-                    .next()
-                    .filter(|c| c.as_rule() == Rule::else_part)
-                    .map(|c| self.body(inner(c).nth(1).expect_pair()));
-                StmtKind::If {
-                    cond,
-                    then_body,
-                    else_body,
-                }
-            }
+            Rule::if_stmt => self.if_stmt(it),
             Rule::where_stmt => StmtKind::Where(self.relexpr(it.nth(1).expect_pair())),
-            Rule::allocate_stmt | Rule::deallocate_stmt => {
-                it.next();
-                let array = self.name(it.next().expect_pair());
-                let selector = it.next().map(|l| {
-                    inner(l)
-                        .map(|a| {
-                            let c = inner(a).next().expect_pair();
-                            if c.as_rule() == Rule::wildcard {
-                                AllocIndex::Wildcard(self.span(&c))
-                            } else {
-                                AllocIndex::Index(self.name(c))
-                            }
-                        })
-                        .collect()
-                });
-                if rule == Rule::allocate_stmt {
-                    StmtKind::Allocate { array, selector }
-                } else {
-                    StmtKind::Deallocate { array, selector }
-                }
-            }
+            Rule::allocate_stmt | Rule::deallocate_stmt => self.allocation(rule, it),
             Rule::allocate_contiguous_stmt | Rule::deallocate_contiguous_stmt => {
-                it.next();
-                it.next();
-                let array = self.name(it.next().expect_pair());
-                let ranges = inner(it.next().expect_pair())
-                    .map(|r| self.seg_range(r))
-                    .collect();
-                if rule == Rule::allocate_contiguous_stmt {
-                    StmtKind::AllocateContiguous { array, ranges }
-                } else {
-                    StmtKind::DeallocateContiguous { array, ranges }
-                }
+                self.contiguous_allocation(rule, it)
             }
             Rule::create_stmt => StmtKind::Create(self.name(it.nth(1).expect_pair())),
             Rule::delete_stmt => StmtKind::Delete(self.name(it.nth(1).expect_pair())),
             Rule::destroy_stmt => StmtKind::Destroy(self.name(it.nth(1).expect_pair())),
-            Rule::put_stmt | Rule::prepare_stmt => {
-                it.next();
-                let target = self.reference(it.next().expect_pair());
-                let op = assign_op(it.next().expect_pair());
-                let value = self.expr(it.next().expect_pair());
-                if rule == Rule::put_stmt {
-                    StmtKind::Put { target, op, value }
-                } else {
-                    StmtKind::Prepare { target, op, value }
-                }
-            }
+            Rule::put_stmt | Rule::prepare_stmt => self.put(rule, it),
             Rule::get_stmt => StmtKind::Get(self.reference(it.nth(1).expect_pair())),
             Rule::request_stmt => StmtKind::Request(self.reference(it.nth(1).expect_pair())),
             Rule::collective_stmt => {
@@ -482,16 +369,7 @@ impl Builder {
                     newline: rule == Rule::println_stmt,
                 }
             }
-            Rule::gpu_stmt => {
-                let op = match inner(it.next().expect_pair()).next().map(|k| k.as_rule()) {
-                    Some(Rule::kw_gpu_allocate) => GpuOp::Allocate,
-                    Some(Rule::kw_gpu_free) => GpuOp::Free,
-                    Some(Rule::kw_gpu_put) => GpuOp::Put,
-                    _ => GpuOp::Get,
-                };
-                let arg = self.arg(it.next().expect_pair());
-                StmtKind::Gpu { op, arg }
-            }
+            Rule::gpu_stmt => self.gpu(it),
             Rule::set_persistent_stmt | Rule::restore_persistent_stmt => {
                 it.next();
                 let name = self.name(it.next().expect_pair());
@@ -524,6 +402,149 @@ impl Builder {
             }
         };
         Stmt { kind, span }
+    }
+
+    /// `do i [in p] ... enddo i [in p]`.
+    fn do_loop(&mut self, mut it: Pairs<Rule>, span: Span) -> StmtKind {
+        it.next(); // do
+        let index = self.name(it.next().expect_pair());
+        let mut parent = None;
+        let mut body = Vec::new();
+        let mut end_index = index.clone();
+        let mut end_parent = None;
+        let mut end_span = span;
+        for c in it {
+            match c.as_rule() {
+                Rule::kw_in => {}
+                Rule::ident => parent = Some(self.name(c)),
+                Rule::body => body = self.body(c),
+                _ => {
+                    end_span = self.span(&c);
+                    let names: Vec<Name> = inner(c)
+                        .filter(|n| n.as_rule() == Rule::ident)
+                        .map(|n| self.name(n))
+                        .collect();
+                    let mut names = names.into_iter();
+                    if let Some(n) = names.next() {
+                        end_index = n;
+                    }
+                    end_parent = names.next();
+                }
+            }
+        }
+        StmtKind::Do {
+            index,
+            parent,
+            body,
+            end_index,
+            end_parent,
+            end_span,
+        }
+    }
+
+    /// `pardo i, j ["pragma"] ... endpardo i, j`.
+    fn pardo(&mut self, mut it: Pairs<Rule>, span: Span) -> StmtKind {
+        it.next(); // pardo
+        let mut indices = Vec::new();
+        let mut pragma = None;
+        let mut body = Vec::new();
+        let mut end_indices = Vec::new();
+        let mut end_span = span;
+        for c in it {
+            match c.as_rule() {
+                Rule::ident_list => indices = self.names(Some(c)),
+                Rule::string => pragma = Some(self.str_lit(c)),
+                Rule::body => body = self.body(c),
+                _ => {
+                    end_span = self.span(&c);
+                    end_indices = self.names(inner(c).nth(1));
+                }
+            }
+        }
+        StmtKind::Pardo {
+            indices,
+            pragma,
+            body,
+            end_indices,
+            end_span,
+        }
+    }
+
+    fn if_stmt(&mut self, mut it: Pairs<Rule>) -> StmtKind {
+        it.next(); // if
+        let cond = self.relexpr(it.next().expect_pair());
+        let then_body = self.body(it.next().expect_pair());
+        let else_body = it
+            .next()
+            .filter(|c| c.as_rule() == Rule::else_part)
+            .map(|c| self.body(inner(c).nth(1).expect_pair()));
+        StmtKind::If {
+            cond,
+            then_body,
+            else_body,
+        }
+    }
+
+    /// `allocate a[i, *]` or `deallocate a[i, *]`.
+    fn allocation(&mut self, rule: Rule, mut it: Pairs<Rule>) -> StmtKind {
+        it.next(); // allocate or deallocate
+        let array = self.name(it.next().expect_pair());
+        let selector = it.next().map(|l| {
+            inner(l)
+                .map(|a| {
+                    let c = inner(a).next().expect_pair();
+                    if c.as_rule() == Rule::wildcard {
+                        AllocIndex::Wildcard(self.span(&c))
+                    } else {
+                        AllocIndex::Index(self.name(c))
+                    }
+                })
+                .collect()
+        });
+        if rule == Rule::allocate_stmt {
+            StmtKind::Allocate { array, selector }
+        } else {
+            StmtKind::Deallocate { array, selector }
+        }
+    }
+
+    /// `allocate contiguous c[l:u, ...]` or `deallocate contiguous c[l:u, ...]`.
+    fn contiguous_allocation(&mut self, rule: Rule, mut it: Pairs<Rule>) -> StmtKind {
+        it.next(); // allocate or deallocate
+        it.next(); // contiguous
+        let array = self.name(it.next().expect_pair());
+        let ranges = inner(it.next().expect_pair())
+            .map(|r| self.seg_range(r))
+            .collect();
+        if rule == Rule::allocate_contiguous_stmt {
+            StmtKind::AllocateContiguous { array, ranges }
+        } else {
+            StmtKind::DeallocateContiguous { array, ranges }
+        }
+    }
+
+    /// `put` or `prepare`.
+    fn put(&mut self, rule: Rule, mut it: Pairs<Rule>) -> StmtKind {
+        it.next(); // put or prepare
+        let target = self.reference(it.next().expect_pair());
+        let op = assign_op(it.next().expect_pair());
+        let value = self.expr(it.next().expect_pair());
+        if rule == Rule::put_stmt {
+            StmtKind::Put { target, op, value }
+        } else {
+            StmtKind::Prepare { target, op, value }
+        }
+    }
+
+    fn gpu(&mut self, mut it: Pairs<Rule>) -> StmtKind {
+        let op = match inner(it.next().expect_pair()).next().map(|k| k.as_rule()) {
+            Some(Rule::kw_gpu_allocate) => GpuOp::Allocate,
+            Some(Rule::kw_gpu_free) => GpuOp::Free,
+            Some(Rule::kw_gpu_put) => GpuOp::Put,
+            _ => GpuOp::Get,
+        };
+        let arg = self.arg(it.next().expect_pair());
+        StmtKind::Gpu { op, arg }
     }
 
     fn str_lit(&self, p: P) -> StrLit {

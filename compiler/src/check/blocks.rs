@@ -12,6 +12,17 @@ use crate::bytecode::{
 use crate::source::Span;
 use crate::syntax::ast::{AssignOp, BinOp, Expr, Reference};
 
+/// `dst assign left operator right`: a block statement whose right-hand side combines two
+/// blocks (a sum, a contraction or a tensor product).
+#[derive(Clone, Copy)]
+struct BlockBinary<'a> {
+    dst: &'a Block,
+    assign: AssignOp,
+    operator: BinOp,
+    left: &'a Block,
+    right: &'a Block,
+}
+
 impl Checker<'_> {
     /// `target op value` where target is a variable, a block or a region.
     pub(super) fn assign(
@@ -202,7 +213,16 @@ impl Checker<'_> {
                 self.emit(b, Op::BlockCopy { dst: Operand::Block(dst.r.clone()), src: Operand::Region(region.clone()), layout }, span);
             }
             Node::Binary(bop, l, r) => match (l.block(), r.block()) {
-                (Some(lb), Some(rb)) => self.block_binary(b, dst, op, *bop, lb, rb, span),
+                (Some(lb), Some(rb)) => {
+                    let binary = BlockBinary {
+                        dst,
+                        assign: op,
+                        operator: *bop,
+                        left: lb,
+                        right: rb,
+                    };
+                    self.block_binary(b, &binary, span)
+                }
                 (Some(blk), None) | (None, Some(blk)) if *bop == BinOp::Mul && (l.types.has(Types::SCALAR) || r.types.has(Types::SCALAR)) => {
                     let factor_tree = if l.block().is_some() { r } else { l };
                     self.scale_copy(b, dst, op, blk, factor_tree, span)
@@ -388,17 +408,8 @@ impl Checker<'_> {
     }
 
     /// `d = l op r` / `d += l op r` with two blocks.
-    #[allow(clippy::too_many_arguments)]
-    fn block_binary(
-        &mut self,
-        b: &mut Body,
-        dst: &Block,
-        op: AssignOp,
-        bop: BinOp,
-        l: &Block,
-        r: &Block,
-        span: Span,
-    ) {
+    fn block_binary(&mut self, b: &mut Body, s: &BlockBinary, span: Span) {
+        let (l, r) = (s.left, s.right);
         if l.sub_block || r.sub_block {
             self.sub_block_misuse(
                 if l.sub_block { l.span } else { r.span },
@@ -406,103 +417,129 @@ impl Checker<'_> {
             );
             return;
         }
-        match bop {
-            BinOp::Add | BinOp::Sub => {
-                if op != AssignOp::Assign {
-                    self.diags.error(
-                        span,
-                        {
-                            let second = match (op, bop) {
-                                (AssignOp::Sub, BinOp::Add) | (AssignOp::Add, BinOp::Sub) => "-=",
-                                _ => "+=",
-                            };
-                            let first = if op == AssignOp::Sub { "-=" } else { "+=" };
-                            if op == AssignOp::Mul {
-                                format!("{} *= {} {} {}: a block cannot be multiplied by a block sum", self.show(dst), self.show(l), bop.text(), self.show(r))
-                            } else {
-                                format!(
-                                    "{} {} {} {} {}: only `=` may assign a block sum; write it as two statements: {} {first} {} then {} {second} {}",
-                                    self.show(dst), op.text(), self.show(l), bop.text(), self.show(r), self.show(dst), self.show(l), self.show(dst), self.show(r)
-                                )
-                            }
-                        },
-                    );
-                    return;
-                }
-                if dst.r.indices != l.r.indices || dst.r.indices != r.r.indices {
-                    self.diags.error(span, format!("indices do not match: {} = {} {} {} needs the same indices in the same order on all three blocks", self.show(dst), self.show(l), bop.text(), self.show(r)));
-                    return;
-                }
-                let sign = if bop == BinOp::Add {
-                    Sign::Plus
+        match s.operator {
+            BinOp::Add | BinOp::Sub => self.block_sum(b, s, span),
+            BinOp::Mul | BinOp::Tensor => self.block_product(b, s, span),
+            _ => self.diags.error(
+                span,
+                format!("operator {} is not defined on blocks", s.operator.text()),
+            ),
+        }
+    }
+
+    /// `d = l + r` / `d = l - r`.
+    fn block_sum(&mut self, b: &mut Body, s: &BlockBinary, span: Span) {
+        let BlockBinary {
+            dst,
+            assign: op,
+            operator: bop,
+            left: l,
+            right: r,
+        } = *s;
+        if op != AssignOp::Assign {
+            self.diags.error(
+                span,
+                {
+                    let second = match (op, bop) {
+                        (AssignOp::Sub, BinOp::Add) | (AssignOp::Add, BinOp::Sub) => "-=",
+                        _ => "+=",
+                    };
+                    let first = if op == AssignOp::Sub { "-=" } else { "+=" };
+                    if op == AssignOp::Mul {
+                        format!("{} *= {} {} {}: a block cannot be multiplied by a block sum", self.show(dst), self.show(l), bop.text(), self.show(r))
+                    } else {
+                        format!(
+                            "{} {} {} {} {}: only `=` may assign a block sum; write it as two statements: {} {first} {} then {} {second} {}",
+                            self.show(dst), op.text(), self.show(l), bop.text(), self.show(r), self.show(dst), self.show(l), self.show(dst), self.show(r)
+                        )
+                    }
+                },
+            );
+            return;
+        }
+        if dst.r.indices != l.r.indices || dst.r.indices != r.r.indices {
+            self.diags.error(span, format!("indices do not match: {} = {} {} {} needs the same indices in the same order on all three blocks", self.show(dst), self.show(l), bop.text(), self.show(r)));
+            return;
+        }
+        let sign = if bop == BinOp::Add {
+            Sign::Plus
+        } else {
+            Sign::Minus
+        };
+        self.emit(
+            b,
+            Op::BlockSum {
+                dst: dst.r.clone(),
+                left: l.r.clone(),
+                right: r.r.clone(),
+                sign,
+            },
+            span,
+        );
+    }
+
+    /// `d = l * r` / `d += l * r`, and the tensor product `^`.
+    fn block_product(&mut self, b: &mut Body, s: &BlockBinary, span: Span) {
+        let BlockBinary {
+            dst,
+            assign: op,
+            operator: bop,
+            left: l,
+            right: r,
+        } = *s;
+        let accumulate = match op {
+            AssignOp::Assign => false,
+            AssignOp::Add => true,
+            _ => {
+                let hint = if op == AssignOp::Sub {
+                    " (to subtract, compute the product into a temp block and use -=)"
                 } else {
-                    Sign::Minus
+                    " (SIAL has no element-wise block product)"
                 };
+                self.diags.error(
+                    span,
+                    format!(
+                        "`{}` with a block product is not supported; only `=` and `+=`{hint}",
+                        op.text()
+                    ),
+                );
+                return;
+            }
+        };
+        if dst.r.array == l.r.array || dst.r.array == r.r.array {
+            self.diags.error(span, format!("{} is both the result and an operand of this product; compute into a temp block first", dst.name));
+            return;
+        }
+        if bop == BinOp::Tensor && l.r.indices.iter().any(|i| r.r.indices.contains(i)) {
+            self.diags.error(
+                span,
+                "arguments to ^ must be data blocks with disjoint index sets",
+            );
+            return;
+        }
+        match self.contract_plan(&dst.r.indices, &l.r.indices, &r.r.indices) {
+            Ok(plan) => {
                 self.emit(
                     b,
-                    Op::BlockSum {
+                    Op::BlockContract {
                         dst: dst.r.clone(),
                         left: l.r.clone(),
                         right: r.r.clone(),
-                        sign,
+                        plan,
+                        accumulate,
                     },
                     span,
                 );
             }
-            BinOp::Mul | BinOp::Tensor => {
-                let accumulate = match op {
-                    AssignOp::Assign => false,
-                    AssignOp::Add => true,
-                    _ => {
-                        let hint = if op == AssignOp::Sub {
-                            " (to subtract, compute the product into a temp block and use -=)"
-                        } else {
-                            " (SIAL has no element-wise block product)"
-                        };
-                        self.diags.error(span, format!("`{}` with a block product is not supported; only `=` and `+=`{hint}", op.text()));
-                        return;
-                    }
-                };
-                if dst.r.array == l.r.array || dst.r.array == r.r.array {
-                    self.diags.error(span, format!("{} is both the result and an operand of this product; compute into a temp block first", dst.name));
-                    return;
-                }
-                if bop == BinOp::Tensor && l.r.indices.iter().any(|i| r.r.indices.contains(i)) {
-                    self.diags.error(
-                        span,
-                        "arguments to ^ must be data blocks with disjoint index sets",
-                    );
-                    return;
-                }
-                match self.contract_plan(&dst.r.indices, &l.r.indices, &r.r.indices) {
-                    Ok(plan) => {
-                        self.emit(
-                            b,
-                            Op::BlockContract {
-                                dst: dst.r.clone(),
-                                left: l.r.clone(),
-                                right: r.r.clone(),
-                                plan,
-                                accumulate,
-                            },
-                            span,
-                        );
-                    }
-                    Err(why) => self.diags.error(
-                        span,
-                        format!(
-                            "indices do not match for {} = {} {} {}: {why}",
-                            self.show(dst),
-                            self.show(l),
-                            bop.text(),
-                            self.show(r)
-                        ),
-                    ),
-                }
-            }
-            _ => self.diags.error(
+            Err(why) => self.diags.error(
                 span,
-                format!("operator {} is not defined on blocks", bop.text()),
+                format!(
+                    "indices do not match for {} = {} {} {}: {why}",
+                    self.show(dst),
+                    self.show(l),
+                    bop.text(),
+                    self.show(r)
+                ),
             ),
         }
     }

@@ -62,6 +62,44 @@ impl Body {
     }
 }
 
+/// The `do i [in p]` line that opens a do loop, or the `enddo i [in p]` line that closes it.
+#[derive(Clone, Copy)]
+struct DoLine<'a> {
+    index: &'a ast::Name,
+    parent: Option<&'a ast::Name>,
+    span: Span,
+}
+
+impl DoLine<'_> {
+    /// The names as written: `i` or `i in p`.
+    fn text(&self) -> String {
+        match self.parent {
+            Some(p) => format!("{} in {}", self.index.text, p.text),
+            None => self.index.text.clone(),
+        }
+    }
+
+    /// What the two lines of a loop must agree on.
+    fn names(&self) -> (&str, Option<&str>) {
+        (&self.index.text, self.parent.map(|p| p.text.as_str()))
+    }
+}
+
+/// The `pardo i, j` line that opens a pardo (its pragma aside), or the `endpardo i, j` line
+/// that closes it.
+#[derive(Clone, Copy)]
+struct PardoLine<'a> {
+    indices: &'a [ast::Name],
+    span: Span,
+}
+
+impl PardoLine<'_> {
+    /// The index names, which the two lines of a pardo must agree on.
+    fn names(&self) -> Vec<&str> {
+        self.indices.iter().map(|n| n.text.as_str()).collect()
+    }
+}
+
 impl Checker<'_> {
     pub(super) fn emit(&mut self, b: &mut Body, op: Op, span: Span) -> Pc {
         let loc = self.loc(span);
@@ -242,31 +280,33 @@ impl Checker<'_> {
                 end_index,
                 end_parent,
                 end_span,
-            } => self.do_loop(
-                b,
-                span,
-                index,
-                parent.as_ref(),
-                body,
-                end_index,
-                end_parent.as_ref(),
-                *end_span,
-            ),
+            } => {
+                let open = DoLine {
+                    index,
+                    parent: parent.as_ref(),
+                    span,
+                };
+                let close = DoLine {
+                    index: end_index,
+                    parent: end_parent.as_ref(),
+                    span: *end_span,
+                };
+                self.do_loop(b, open, body, close);
+            }
             StmtKind::Pardo {
                 indices,
                 pragma,
                 body,
                 end_indices,
                 end_span,
-            } => self.pardo(
-                b,
-                span,
-                indices,
-                pragma.as_ref(),
-                body,
-                end_indices,
-                *end_span,
-            ),
+            } => {
+                let open = PardoLine { indices, span };
+                let close = PardoLine {
+                    indices: end_indices,
+                    span: *end_span,
+                };
+                self.pardo(b, open, pragma.as_ref(), body, close);
+            }
             StmtKind::Section { body } => {
                 self.emit(b, Op::SectionStart, span);
                 for item in body {
@@ -505,18 +545,12 @@ impl Checker<'_> {
         (exprs, rest)
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn do_loop(
-        &mut self,
-        b: &mut Body,
-        span: Span,
-        index: &ast::Name,
-        parent: Option<&ast::Name>,
-        items: &[Item],
-        end_index: &ast::Name,
-        end_parent: Option<&ast::Name>,
-        end_span: Span,
-    ) {
+    fn do_loop(&mut self, b: &mut Body, open: DoLine, items: &[Item], close: DoLine) {
+        let DoLine {
+            index,
+            parent,
+            span,
+        } = open;
         let line = self.line(span);
         let slot = self.loop_index(b, index, parent.is_some(), "do loop");
         let mut parent_slot = None;
@@ -534,16 +568,8 @@ impl Checker<'_> {
                     .error(p.span, format!("{} is not an index", p.text));
             }
         }
-        if end_index.text != index.text || end_parent.map(|n| &n.text) != parent.map(|n| &n.text) {
-            let open = match parent {
-                Some(p) => format!("do {} in {}", index.text, p.text),
-                None => format!("do {}", index.text),
-            };
-            let close = match end_parent {
-                Some(p) => format!("enddo {} in {}", end_index.text, p.text),
-                None => format!("enddo {}", end_index.text),
-            };
-            self.diags.error(end_span, format!("unmatched indices at beginning and end of do loop: `{open}` (line {line}) ends with `{close}`"));
+        if close.names() != open.names() {
+            self.diags.error(close.span, format!("unmatched indices at beginning and end of do loop: `do {}` (line {line}) ends with `enddo {}`", open.text(), close.text()));
         }
         let start = b.here();
         let op = match parent_slot {
@@ -574,7 +600,7 @@ impl Checker<'_> {
         let (wheres, rest) = self.wheres(b, items);
         self.items(b, rest);
         b.loops.pop();
-        let end = self.emit(b, Op::LoopEnd { start }, end_span);
+        let end = self.emit(b, Op::LoopEnd { start }, close.span);
         match &mut b.code[start as usize].op {
             Op::DoStart {
                 wheres: w, end: e, ..
@@ -589,17 +615,15 @@ impl Checker<'_> {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn pardo(
         &mut self,
         b: &mut Body,
-        span: Span,
-        indices: &[ast::Name],
+        open: PardoLine,
         pragma: Option<&ast::StrLit>,
         items: &[Item],
-        end_indices: &[ast::Name],
-        end_span: Span,
+        close: PardoLine,
     ) {
+        let PardoLine { indices, span } = open;
         let line = self.line(span);
         if let Some(outer) = b.pardo {
             self.diags.error(
@@ -627,12 +651,10 @@ impl Checker<'_> {
                 slots.push(s);
             }
         }
-        let open: Vec<&str> = indices.iter().map(|n| n.text.as_str()).collect();
-        let close: Vec<&str> = end_indices.iter().map(|n| n.text.as_str()).collect();
-        if open != close {
+        if close.names() != open.names() {
             self.diags.error(
-                end_span,
-                format!("unmatched indices at beginning and end of pardo: `pardo {}` (line {line}) ends with `endpardo {}`", open.join(", "), close.join(", ")),
+                close.span,
+                format!("unmatched indices at beginning and end of pardo: `pardo {}` (line {line}) ends with `endpardo {}`", open.names().join(", "), close.names().join(", ")),
             );
         }
         let pragma = pragma.map(|p| self.string(&p.text));
@@ -662,7 +684,7 @@ impl Checker<'_> {
         self.items(b, rest);
         b.loops.pop();
         b.pardo = outer_pardo;
-        let end = self.emit(b, Op::LoopEnd { start }, end_span);
+        let end = self.emit(b, Op::LoopEnd { start }, close.span);
         if let Op::PardoStart {
             wheres: w, end: e, ..
         } = &mut b.code[start as usize].op

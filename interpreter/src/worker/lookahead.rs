@@ -181,8 +181,8 @@ impl Worker<'_> {
                 break;
             }
         }
-        let short =
-            self.net.get_mut().prefetch == crate::options::PrefetchMode::Auto && iterations < 3;
+        let short = self.net.get_mut().prefetch_mode() == crate::options::PrefetchMode::Auto
+            && iterations < 3;
         if levels == 0 || short {
             return Ahead::idle();
         }

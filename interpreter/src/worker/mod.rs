@@ -3,6 +3,7 @@
 //! the program state (ints, scalars, index values, blocks, loops, scopes).
 
 mod access;
+mod cache;
 mod eval;
 mod execute;
 pub mod gpu;

@@ -7,6 +7,7 @@
 //! has no room for them.
 
 use crate::options::{MAX_DEPTH, PrefetchMode};
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 /// Prefetch outcomes (used or wasted) `auto` looks at before judging the waste.
@@ -211,6 +212,66 @@ impl Site {
 
     pub fn no_room(&mut self) {
         self.window.no_room += 1;
+    }
+}
+
+/// The `get` sites of one program, numbered in the order they first run.
+pub(crate) struct Sites {
+    sites: Vec<Site>,
+    numbers: HashMap<usize, u32>,
+    /// The program's index in the job.
+    program: u32,
+    mode: PrefetchMode,
+}
+
+impl Sites {
+    pub(crate) fn new(program: u32, mode: PrefetchMode) -> Sites {
+        Sites {
+            sites: Vec::new(),
+            numbers: HashMap::new(),
+            program,
+            mode,
+        }
+    }
+
+    pub(crate) fn mode(&self) -> PrefetchMode {
+        self.mode
+    }
+
+    /// The number of the `get` site at `pc` (created at its first execution).
+    pub(crate) fn number(&mut self, pc: usize, line: u32) -> u32 {
+        let next = self.sites.len() as u32;
+        let n = *self.numbers.entry(pc).or_insert(next);
+        if n == next {
+            self.sites.push(Site::new(self.program, line, self.mode));
+        }
+        n
+    }
+
+    /// How far site `site` looks ahead at this execution; `waited` is the worker's total
+    /// wait for blocks so far.
+    pub(crate) fn depth(&mut self, site: u32, waited: Duration) -> usize {
+        let mode = self.mode;
+        self.get(site).map_or(0, |s| s.depth(mode, waited))
+    }
+
+    pub(crate) fn get(&mut self, site: u32) -> Option<&mut Site> {
+        self.sites.get_mut(site as usize)
+    }
+
+    /// Counts a prefetched block that leaves the cache unclaimed.
+    pub(super) fn waste(&mut self, e: &mut super::cache::Entry) {
+        if e.speculative {
+            e.speculative = false;
+            if let Some(s) = self.get(e.site) {
+                s.wasted();
+            }
+        }
+    }
+
+    /// The figures of every site so far.
+    pub(crate) fn stats(&self) -> Vec<SiteStats> {
+        self.sites.iter().map(|s| s.stats).collect()
     }
 }
 

@@ -1,77 +1,20 @@
-//! The worker's side of the worker–server protocol (SIAL-SPEC §7.3.3–§7.6): fetched copies of
-//! distributed and served blocks, asynchronous gets (the first read waits), puts, barriers,
-//! collectives, and the worker memory budget for fetched blocks (§7.3.4). Prefetched blocks
-//! (docs/ARCHITECTURE.md "Prefetch") live in the same cache: speculative until a `get` claims them, first to be
-//! evicted, and counted as waste when dropped unclaimed.
+//! The worker's side of the worker–server protocol (SIAL-SPEC §7.3.3–§7.6): asynchronous gets
+//! (the first read waits) and prefetches into the [`Cache`], puts, barriers, collectives, and
+//! the worker's figures. The link carries the messages; the cache holds the copies; the
+//! [`Sites`] judge how far each `get` looks ahead.
 
-use super::prefetch::{Site, SiteStats, merge_sites};
+use super::cache::{Cache, Entry, Slot};
+use super::prefetch::{SiteStats, Sites, merge_sites};
 use crate::cluster::message::{Claim, Origin, ServerStats, ToServer, ToWorker};
 use crate::cluster::{Abort, WorkerLink};
 use crate::error::{Result, RuntimeError};
 use crate::options::PrefetchMode;
 use crate::store::{Block, BlockKey};
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The blocks of one array at one server.
 type Blocks = Vec<(BlockKey, Arc<Block>)>;
-
-/// A fetched block of this section.
-enum Slot {
-    /// Requested; the reply has not arrived.
-    Pending,
-    Ready(Arc<Block>),
-    /// Dropped to make room; a read fetches it again.
-    Evicted,
-}
-
-struct Entry {
-    slot: Slot,
-    /// Fetched in a scope that is still open: not evictable.
-    active: bool,
-    last_use: u64,
-    bytes: usize,
-    /// The site that fetched it (prefetch figures).
-    site: u32,
-    /// Prefetched and not yet claimed by a `get`.
-    speculative: bool,
-    /// Asked for by a prefetch (claimed or not).
-    prefetched: bool,
-    /// A `get` named it and no read has looked at it since (hit-ratio figures).
-    unread: bool,
-    /// Replies still on their way for requests made before the copy became stale (a put or an
-    /// eviction while pending): dropped when they come, in order, from the one owner.
-    discard: u32,
-    /// Written by this worker outside put (ACES4's worker-own copy, SIAL-SPEC §4.7): there is
-    /// no other copy of these values, so it is never evicted; it dies at the barrier.
-    own: bool,
-}
-
-impl Entry {
-    fn new(bytes: usize, site: u32, clock: u64) -> Entry {
-        Entry {
-            slot: Slot::Pending,
-            active: false,
-            last_use: clock,
-            bytes,
-            site,
-            speculative: false,
-            prefetched: false,
-            unread: false,
-            discard: 0,
-            own: false,
-        }
-    }
-
-    /// Drops the data (a put, an eviction); a pending reply will be discarded.
-    fn invalidate(&mut self) {
-        if matches!(self.slot, Slot::Pending) {
-            self.discard += 1;
-        }
-        self.slot = Slot::Evicted;
-    }
-}
 
 /// What became of a prefetch request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -171,25 +114,16 @@ impl WorkerStats {
 
 pub(crate) struct Net<'a> {
     pub link: &'a mut dyn WorkerLink,
-    cache: HashMap<(u32, BlockKey), Entry>,
+    cache: Cache,
+    sites: Sites,
     pub section: u32,
-    cached_bytes: usize,
-    budget: usize,
-    clock: u64,
+    /// Servers that answered this barrier's `Sync`.
     synced: usize,
     snapshots: Vec<(u32, Blocks)>,
     ended: Vec<ServerStats>,
     pub stats: WorkerStats,
-    pub prefetch: PrefetchMode,
-    /// The `get` sites of this program (by site number) and the program's index in the job.
-    sites: Vec<Site>,
-    site_numbers: HashMap<usize, u32>,
-    program: u32,
     /// Per server: prefetched blocks a `get` used in this section, reported at the barrier.
     claims: Vec<Vec<Claim>>,
-    /// Bytes of the worker's own blocks (local, temp, static, regions): the budget's rest is
-    /// for fetched blocks.
-    local_bytes: usize,
 }
 
 /// What a get needs to know besides the key.
@@ -214,85 +148,65 @@ impl<'a> Net<'a> {
         let servers = link.servers();
         Net {
             link,
-            cache: HashMap::new(),
+            cache: Cache::new(budget),
+            sites: Sites::new(program, prefetch),
             section: 0,
-            cached_bytes: 0,
-            budget,
-            clock: 0,
             synced: 0,
             snapshots: Vec::new(),
             ended: Vec::new(),
             stats: WorkerStats::default(),
-            prefetch,
-            sites: Vec::new(),
-            site_numbers: HashMap::new(),
-            program,
             claims: vec![Vec::new(); servers],
-            local_bytes: 0,
         }
+    }
+
+    pub fn prefetch_mode(&self) -> PrefetchMode {
+        self.sites.mode()
     }
 
     /// The worker's own blocks now hold `local` bytes (between block instructions they only
     /// shrink, as scopes close: nothing to evict).
     pub fn set_local(&mut self, local: usize) {
-        self.local_bytes = local;
+        self.cache.set_local(local);
     }
 
     /// The worker's own blocks now hold `local` bytes: fetched blocks not in use are evicted
     /// until everything fits in the budget; an error if it cannot.
     pub fn hold_local(&mut self, local: usize, what: &dyn Fn() -> String) -> Result<()> {
-        self.local_bytes = local;
-        if local + self.cached_bytes <= self.budget {
+        if self.cache.set_local(local) || self.make_room(0, false) {
             return Ok(());
         }
-        if !self.make_room(0, false) {
-            return Err(RuntimeError::program(format!(
-                "worker memory budget exceeded {}: the worker's local, temp and static blocks hold {} bytes and fetched blocks in use {} bytes, over the {} byte budget (give more with --worker-memory)",
-                what(),
-                local,
-                self.cached_bytes,
-                self.budget
-            )));
-        }
-        Ok(())
+        Err(RuntimeError::program(format!(
+            "worker memory budget exceeded {}: the worker's local, temp and static blocks hold {} bytes and fetched blocks in use {} bytes, over the {} byte budget (give more with --worker-memory)",
+            what(),
+            local,
+            self.cache.bytes(),
+            self.cache.budget()
+        )))
     }
 
     /// The number of the `get` site at `pc` (created at its first execution).
     pub fn site(&mut self, pc: usize, line: u32) -> u32 {
-        let next = self.sites.len() as u32;
-        let n = *self.site_numbers.entry(pc).or_insert(next);
-        if n == next {
-            self.sites
-                .push(Site::new(self.program, line, self.prefetch));
-        }
-        n
+        self.sites.number(pc, line)
     }
 
     /// How far the site looks ahead at this execution.
     pub fn depth(&mut self, site: u32) -> usize {
-        let mode = self.prefetch;
-        let waited = self.stats.wait_blocks;
-        self.sites
-            .get_mut(site as usize)
-            .map_or(0, |s| s.depth(mode, waited))
+        self.sites.depth(site, self.stats.wait_blocks)
     }
 
     /// The figures of every site so far.
     pub fn site_stats(&self) -> Vec<SiteStats> {
-        self.sites.iter().map(|s| s.stats).collect()
+        self.sites.stats()
     }
 
-    fn site_mut(&mut self, site: u32) -> Option<&mut Site> {
-        self.sites.get_mut(site as usize)
-    }
-
-    /// Counts a prefetched block that leaves the cache unclaimed.
-    fn waste(sites: &mut [Site], e: &mut Entry) {
-        if e.speculative {
-            e.speculative = false;
-            if let Some(s) = sites.get_mut(e.site as usize) {
-                s.wasted();
+    /// Evicts fetched blocks until `bytes` more fit (see [`Cache::make_room`]).
+    fn make_room(&mut self, bytes: usize, for_prefetch: bool) -> bool {
+        match self.cache.make_room(bytes, for_prefetch, &mut self.sites) {
+            Some(evicted) => {
+                self.stats.blocks_evicted += evicted;
+                true
             }
+            None => false,
         }
     }
 
@@ -336,7 +250,7 @@ impl<'a> Net<'a> {
             } => {
                 // A reply to a get of an earlier section was discarded at the barrier.
                 if section == self.section
-                    && let Some(e) = self.cache.get_mut(&(array, key))
+                    && let Some(e) = self.cache.entry((array, key))
                 {
                     if e.discard > 0 {
                         e.discard -= 1;
@@ -361,9 +275,8 @@ impl<'a> Net<'a> {
     /// the request goes out and the worker continues.
     pub fn get(&mut self, w: &Wanted<'_>, active: bool) -> Result<bool> {
         self.stats.gets += 1;
-        self.clock += 1;
-        let clock = self.clock;
-        if let Some(e) = self.cache.get_mut(&(w.array, w.key)) {
+        let clock = self.cache.tick();
+        if let Some(e) = self.cache.entry((w.array, w.key)) {
             e.last_use = clock;
             e.active |= active;
             e.unread = true;
@@ -373,7 +286,7 @@ impl<'a> Net<'a> {
                     // The prefetch is credited to the site that requested it, which may be
                     // another get of the same block: each site's requested = used + wasted.
                     let requester = std::mem::replace(&mut e.site, w.site);
-                    if let Some(s) = self.sites.get_mut(requester as usize) {
+                    if let Some(s) = self.sites.get(requester) {
                         s.used();
                     }
                     self.claims[w.owner].push(Claim {
@@ -388,10 +301,10 @@ impl<'a> Net<'a> {
             e.site = w.site;
             e.prefetched = false;
             self.room_for_get(w)?;
-            if let Some(e) = self.cache.get_mut(&(w.array, w.key)) {
+            if let Some(e) = self.cache.entry((w.array, w.key)) {
                 e.slot = Slot::Pending;
             }
-            self.cached_bytes += w.bytes;
+            self.cache.charge(w.bytes);
             self.stats.refetched += 1;
         } else {
             self.room_for_get(w)?;
@@ -399,7 +312,6 @@ impl<'a> Net<'a> {
             e.active = active;
             e.unread = true;
             self.cache.insert((w.array, w.key), e);
-            self.cached_bytes += w.bytes;
         }
         self.request(w, false)?;
         Ok(true)
@@ -407,7 +319,7 @@ impl<'a> Net<'a> {
 
     fn request(&mut self, w: &Wanted<'_>, prefetch: bool) -> Result<()> {
         self.stats.blocks_fetched += 1;
-        self.stats.cache_peak_bytes = self.stats.cache_peak_bytes.max(self.cached_bytes as u64);
+        self.stats.cache_peak_bytes = self.stats.cache_peak_bytes.max(self.cache.bytes() as u64);
         let from = self.origin(w.line);
         self.send(
             w.owner,
@@ -424,35 +336,34 @@ impl<'a> Net<'a> {
     /// is here or on its way, or there is no room for it without evicting blocks in use or
     /// other prefetched blocks.
     pub fn prefetch(&mut self, w: &Wanted<'_>) -> Result<Prefetched> {
-        let evicted = match self.cache.get(&(w.array, w.key)) {
+        let evicted = match self.cache.peek((w.array, w.key)) {
             Some(e) if !matches!(e.slot, Slot::Evicted) => return Ok(Prefetched::Present),
             Some(_) => true,
             None => false,
         };
         if !self.make_room(w.bytes, true) {
-            if let Some(s) = self.site_mut(w.site) {
+            if let Some(s) = self.sites.get(w.site) {
                 s.no_room();
             }
             return Ok(Prefetched::NoRoom);
         }
-        self.clock += 1;
-        let clock = self.clock;
+        let clock = self.cache.tick();
         if evicted {
-            if let Some(e) = self.cache.get_mut(&(w.array, w.key)) {
+            if let Some(e) = self.cache.entry((w.array, w.key)) {
                 e.slot = Slot::Pending;
                 e.site = w.site;
                 e.speculative = true;
                 e.prefetched = true;
                 e.last_use = clock;
             }
+            self.cache.charge(w.bytes);
         } else {
             let mut e = Entry::new(w.bytes, w.site, clock);
             e.speculative = true;
             e.prefetched = true;
             self.cache.insert((w.array, w.key), e);
         }
-        self.cached_bytes += w.bytes;
-        if let Some(s) = self.site_mut(w.site) {
+        if let Some(s) = self.sites.get(w.site) {
             s.requested();
         }
         self.request(w, true)?;
@@ -465,7 +376,7 @@ impl<'a> Net<'a> {
         if section != self.section {
             return Ok(());
         }
-        let Some(e) = self.cache.get_mut(&(array, key)) else {
+        let Some(e) = self.cache.entry((array, key)) else {
             return Ok(());
         };
         if e.discard > 0 {
@@ -476,9 +387,7 @@ impl<'a> Net<'a> {
             return Ok(());
         }
         if e.speculative {
-            let bytes = e.bytes;
-            self.cache.remove(&(array, key));
-            self.cached_bytes -= bytes;
+            self.cache.remove((array, key));
             return Ok(());
         }
         // Claimed: ask again for real; the server's answer names the block and the line.
@@ -509,62 +418,25 @@ impl<'a> Net<'a> {
             "worker memory budget exceeded: block {} needs {} bytes, {} of the {} byte budget are held by fetched blocks in use and {} by the worker's local, temp and static blocks (give more with --worker-memory)",
             (w.text)(),
             w.bytes,
-            self.cached_bytes,
-            self.budget,
-            self.local_bytes
+            self.cache.bytes(),
+            self.cache.budget(),
+            self.cache.local_bytes()
         )))
-    }
-
-    /// Evicts cached blocks until `bytes` more fit in the budget: prefetched blocks not yet
-    /// claimed first (the farthest ahead first), then the least recently used. A prefetch
-    /// (`for_prefetch`) evicts neither blocks in use nor other prefetched blocks. False when
-    /// nothing more can go.
-    fn make_room(&mut self, bytes: usize, for_prefetch: bool) -> bool {
-        while self.cached_bytes + self.local_bytes + bytes > self.budget {
-            let speculative = if for_prefetch {
-                None
-            } else {
-                self.cache
-                    .iter()
-                    .filter(|(_, e)| e.speculative && !matches!(e.slot, Slot::Evicted))
-                    .max_by_key(|(_, e)| e.last_use)
-                    .map(|(k, _)| *k)
-            };
-            let victim = speculative.or_else(|| {
-                self.cache
-                    .iter()
-                    .filter(|(_, e)| {
-                        !e.active && !e.speculative && !e.own && matches!(e.slot, Slot::Ready(_))
-                    })
-                    .min_by_key(|(_, e)| e.last_use)
-                    .map(|(k, _)| *k)
-            });
-            let Some(victim) = victim else {
-                return false;
-            };
-            if let Some(e) = self.cache.get_mut(&victim) {
-                Self::waste(&mut self.sites, e);
-                e.invalidate();
-                self.cached_bytes -= e.bytes;
-                self.stats.blocks_evicted += 1;
-            }
-        }
-        true
     }
 
     /// The data of a block fetched in this section, waiting for it if needed; `None` when it
     /// was not fetched.
     pub fn read(&mut self, w: &Wanted<'_>) -> Result<Option<Arc<Block>>> {
         // A prefetched block no get has asked for is not fetched as far as the program knows.
+        let clock = self.cache.tick();
         let Some(e) = self
             .cache
-            .get_mut(&(w.array, w.key))
+            .entry((w.array, w.key))
             .filter(|e| !e.speculative)
         else {
             return Ok(None);
         };
-        self.clock += 1;
-        e.last_use = self.clock;
+        e.last_use = clock;
         if matches!(e.slot, Slot::Evicted) {
             self.get(w, false)?;
         }
@@ -572,7 +444,7 @@ impl<'a> Net<'a> {
         let mut waited = false;
         let mut drained = false;
         loop {
-            match self.cache.get_mut(&(w.array, w.key)) {
+            match self.cache.entry((w.array, w.key)) {
                 Some(Entry {
                     slot: Slot::Ready(b),
                     unread,
@@ -583,7 +455,7 @@ impl<'a> Net<'a> {
                     let b = Arc::clone(b);
                     let wait = waited.then(|| started.elapsed());
                     if std::mem::take(unread)
-                        && let Some(s) = self.sites.get_mut(*site as usize)
+                        && let Some(s) = self.sites.get(*site)
                     {
                         s.read(wait, *prefetched);
                     }
@@ -614,27 +486,20 @@ impl<'a> Net<'a> {
     /// own copy changes (replacing any fetched copy) and later reads and gets in this section
     /// see it; it is never sent to a server and is dropped at the next barrier.
     pub fn write_own(&mut self, w: &Wanted<'_>, block: Block) -> Result<()> {
-        if let Some(e) = self.cache.get_mut(&(w.array, w.key)) {
-            if !matches!(e.slot, Slot::Evicted) {
-                self.cached_bytes -= e.bytes;
-            }
-            Self::waste(&mut self.sites, e);
-            e.invalidate();
-        }
+        self.cache.invalidate((w.array, w.key), &mut self.sites);
         self.room_for_get(w)?;
-        self.clock += 1;
+        let clock = self.cache.tick();
         let e = self
             .cache
-            .entry((w.array, w.key))
-            .or_insert_with(|| Entry::new(w.bytes, w.site, 0));
+            .entry_or((w.array, w.key), || Entry::new(w.bytes, w.site, 0));
         e.slot = Slot::Ready(Arc::new(block));
-        e.last_use = self.clock;
+        e.last_use = clock;
         e.bytes = w.bytes;
         e.speculative = false;
         e.prefetched = false;
         e.own = true;
-        self.cached_bytes += w.bytes;
-        self.stats.cache_peak_bytes = self.stats.cache_peak_bytes.max(self.cached_bytes as u64);
+        self.cache.charge(w.bytes);
+        self.stats.cache_peak_bytes = self.stats.cache_peak_bytes.max(self.cache.bytes() as u64);
         Ok(())
     }
 
@@ -642,38 +507,18 @@ impl<'a> Net<'a> {
     /// read.
     pub fn put(&mut self, server: usize, msg: ToServer, array: u32, key: BlockKey) -> Result<()> {
         self.stats.puts += 1;
-        if let Some(e) = self.cache.get_mut(&(array, key)) {
-            if !matches!(e.slot, Slot::Evicted) {
-                self.cached_bytes -= e.bytes;
-            }
-            Self::waste(&mut self.sites, e);
-            e.invalidate();
-        }
+        self.cache.invalidate((array, key), &mut self.sites);
         self.send(server, msg)
     }
 
     /// Blocks fetched in a scope that closes become evictable.
     pub fn release(&mut self, array: u32, key: BlockKey) {
-        if let Some(e) = self.cache.get_mut(&(array, key)) {
-            e.active = false;
-        }
+        self.cache.release((array, key));
     }
 
     /// Drops the fetched copies of one array (`delete`).
     pub fn forget(&mut self, array: u32) {
-        let mut freed = 0;
-        let sites = &mut self.sites;
-        self.cache.retain(|(a, _), e| {
-            let keep = *a != array;
-            if !keep {
-                if !matches!(e.slot, Slot::Evicted) {
-                    freed += e.bytes;
-                }
-                Self::waste(sites, e);
-            }
-            keep
-        });
-        self.cached_bytes -= freed;
+        self.cache.forget(array, &mut self.sites);
     }
 
     /// Sends `msg(server)` to every server.
@@ -689,11 +534,7 @@ impl<'a> Net<'a> {
     /// applied this worker's requests; meet the other workers; start the next section.
     pub fn barrier(&mut self, line: u32) -> Result<()> {
         let started = Instant::now();
-        for e in self.cache.values_mut() {
-            Self::waste(&mut self.sites, e);
-        }
-        self.cache.clear();
-        self.cached_bytes = 0;
+        self.cache.clear(&mut self.sites);
         self.synced = 0;
         let from = self.origin(line);
         for server in 0..self.claims.len() {

@@ -12,14 +12,12 @@
 //! suite had switched off keep the values those tests held. Each value is checked in the
 //! program of the job after which ACES4's test read it.
 
+mod common;
+
+use common::Sial;
 use libtest_mimic::{Arguments, Failed, Trial};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::Command;
-
-#[cfg(feature = "mpi")]
-#[path = "common/launch.rs"]
-mod launch;
 
 /// What a job must produce: `(program number in the job, name, element, value, tolerance)`.
 /// `element` is `None` for a scalar, `Some(k)` for element `k` (column-major) of a static array.
@@ -223,6 +221,14 @@ const JOBS: &[(&str, &[Check])] = &[
 /// versions, which only `lr_eom_*` need).
 const PROGRAM_DIRS: &[&str] = &["scf", "cc", "utility", "eom", "eom/depreciated"];
 
+/// `-I` for each folder of ACES4's programs.
+fn includes(dir: &Path) -> Vec<PathBuf> {
+    PROGRAM_DIRS
+        .iter()
+        .flat_map(|d| [PathBuf::from("-I"), dir.join("qm").join(d)])
+        .collect()
+}
+
 /// The folders whose programs ACES4's build compiles, and the files there it leaves out.
 const BUILT_DIRS: &[&str] = &["scf", "cc", "utility", "eom", "fef-cc"];
 const NOT_BUILT: &[&str] = &["init_eom_mcpt.sialx"];
@@ -253,15 +259,10 @@ fn check_every_program(dir: &Path) -> Result<(), Failed> {
     files.sort();
     let mut failed = Vec::new();
     for f in &files {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_sial"));
-        cmd.arg("check").arg(f);
-        for d in PROGRAM_DIRS {
-            cmd.arg("-I").arg(dir.join("qm").join(d));
-        }
-        let out = cmd.output().map_err(|e| format!("cannot run sial: {e}"))?;
-        if !out.status.success() {
-            let stderr = String::from_utf8_lossy(&out.stderr);
-            let errors: Vec<&str> = stderr
+        let out = Sial::new().arg("check").arg(f).args(includes(dir)).run();
+        if !out.ok {
+            let errors: Vec<&str> = out
+                .stderr
                 .lines()
                 .filter(|l| l.contains(": error:"))
                 .take(3)
@@ -305,6 +306,25 @@ impl Ranks {
             Ranks::Mpi => "mpi_3",
         }
     }
+
+    /// What starts `sial` (empty: `sial` itself).
+    fn launcher(self) -> Vec<String> {
+        match self {
+            Ranks::One | Ranks::Threads => Vec::new(),
+            #[cfg(feature = "mpi")]
+            Ranks::Mpi => common::launch::mpirun(3),
+        }
+    }
+
+    /// The rank options of `sial run` (under mpirun the ranks are its processes).
+    fn args(self) -> &'static [&'static str] {
+        match self {
+            Ranks::One => &["--workers", "1", "--servers", "0"],
+            Ranks::Threads => &["--workers", "2", "--servers", "1"],
+            #[cfg(feature = "mpi")]
+            Ranks::Mpi => &[],
+        }
+    }
 }
 
 fn run_job(dir: &Path, job: &str, checks: &[Check], ranks: Ranks) -> Result<(), Failed> {
@@ -315,38 +335,20 @@ fn run_job(dir: &Path, job: &str, checks: &[Check], ranks: Ranks) -> Result<(), 
     ));
     std::fs::create_dir_all(&out).map_err(|e| format!("{}: {e}", out.display()))?;
     let dump = out.join("dump.json");
-    let mut cmd = match ranks {
-        Ranks::One | Ranks::Threads => Command::new(env!("CARGO_BIN_EXE_sial")),
-        #[cfg(feature = "mpi")]
-        Ranks::Mpi => {
-            let launcher = launch::mpirun(3);
-            let mut c = Command::new(&launcher[0]);
-            c.args(&launcher[1..]);
-            c
-        }
-    };
-    cmd.arg("run")
-        .arg(dir.join("test").join(format!("{job}.dat")));
-    for d in PROGRAM_DIRS {
-        cmd.arg("-I").arg(dir.join("qm").join(d));
-    }
-    match ranks {
-        Ranks::One => {
-            cmd.args(["--workers", "1", "--servers", "0"]);
-        }
-        Ranks::Threads => {
-            cmd.args(["--workers", "2", "--servers", "1"]);
-        }
-        #[cfg(feature = "mpi")]
-        Ranks::Mpi => {}
-    }
-    cmd.arg("--dump").arg(&dump).arg("-q").current_dir(&out);
-    let result = cmd.output().map_err(|e| format!("cannot run sial: {e}"))?;
+    let result = Sial::via(&ranks.launcher())
+        .arg("run")
+        .arg(dir.join("test").join(format!("{job}.dat")))
+        .args(includes(dir))
+        .args(ranks.args())
+        .arg("--dump")
+        .arg(&dump)
+        .arg("-q")
+        .current_dir(&out)
+        .run();
     let text = std::fs::read_to_string(&dump).unwrap_or_default();
     let _ = std::fs::remove_dir_all(&out);
-    if !result.status.success() {
-        let stderr = String::from_utf8_lossy(&result.stderr);
-        let tail: Vec<&str> = stderr.lines().rev().take(15).collect();
+    if !result.ok {
+        let tail: Vec<&str> = result.stderr.lines().rev().take(15).collect();
         return Err(format!(
             "{job} ({}) failed:\n{}",
             ranks.name(),

@@ -2,17 +2,15 @@
 //! changed and the checksum made right again (so the damage reaches the decoder and the
 //! runtime) are run; each run ends with a result or a clear error, never a panic.
 
+mod common;
+
+use common::{Sial, root};
 use proptest::prelude::*;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Magic, version, payload length and checksum.
 const HEADER_LEN: usize = 8 + 4 + 8 + 4;
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
 
 /// Small programs of `programs/` that run alone: the source and its setup file, if any.
 const PROGRAMS: &[&str] = &[
@@ -48,14 +46,13 @@ fn compiled(dir: &Path) -> Vec<Compiled> {
                 return None;
             }
             let out = dir.join(format!("{name}.sialx"));
-            let status = Command::new(env!("CARGO_BIN_EXE_sial"))
+            let compiled = Sial::new()
                 .arg("compile")
                 .arg(&src)
                 .arg("-o")
                 .arg(&out)
-                .status()
-                .expect("sial compile");
-            assert!(status.success(), "{name} does not compile");
+                .run();
+            assert!(compiled.ok, "{name} does not compile: {}", compiled.stderr);
             let setup = root().join("programs").join(format!("{name}.toml"));
             Some(Compiled {
                 bytes: std::fs::read(&out).expect("compiled file"),
@@ -68,31 +65,17 @@ fn compiled(dir: &Path) -> Vec<Compiled> {
 /// Runs the damaged file; the panic message or `None`. A run that does not end within the time
 /// limit (a damaged jump may loop forever, as a program may) is stopped and counts as no panic.
 fn run(file: &Path, setup: Option<&Path>) -> Option<String> {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_sial"));
-    cmd.args(["run", "-q", "--workers", "2", "--servers", "1"])
+    let mut sial = Sial::new()
+        .args(["run", "-q", "--workers", "2", "--servers", "1"])
         .arg(file)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
+        .discard_stdout()
+        .timeout(Duration::from_secs(10));
     if let Some(s) = setup {
-        cmd.arg("--setup").arg(s);
+        sial = sial.arg("--setup").arg(s);
     }
-    let mut child = cmd.spawn().expect("sial run");
-    let started = Instant::now();
-    loop {
-        if let Ok(Some(_)) = child.try_wait() {
-            break;
-        }
-        if started.elapsed() > Duration::from_secs(10) {
-            let _ = child.kill();
-            let _ = child.wait();
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    let out = child.wait_with_output().expect("output");
-    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
-    let panicked = stderr.contains("panicked") || out.status.code() == Some(101);
-    panicked.then_some(stderr)
+    let out = sial.run();
+    let panicked = !out.timed_out && (out.stderr.contains("panicked") || out.code == Some(101));
+    panicked.then_some(out.stderr)
 }
 
 proptest! {

@@ -3,36 +3,19 @@
 //! warnings, if any, match its `.golden`). `SIAL_BLESS=1 cargo test --test diagnostics` rewrites
 //! the golden files; review the diff before committing it.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+mod common;
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
+use common::{Sial, files_with_extension, root};
+use std::path::{Path, PathBuf};
 
 fn sial_check(file: &Path) -> (i32, String) {
     let rel = file.strip_prefix(root()).unwrap_or(file);
-    let out = Command::new(env!("CARGO_BIN_EXE_sial"))
+    let out = Sial::new()
         .arg("check")
         .arg(rel)
-        .current_dir(root())
         .env_remove("SIALPATH")
-        .output()
-        .expect("run sial");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-fn sources(dir: &Path) -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .expect("read dir")
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "sial"))
-        .collect();
-    files.sort();
-    files
+        .run();
+    (out.code.unwrap_or(-1), out.stderr)
 }
 
 /// Compares every file's output with its golden file; returns the list of problems.
@@ -68,7 +51,7 @@ fn compare(files: &[PathBuf], want_status: i32) -> Vec<String> {
 
 #[test]
 fn invalid_programs_report_their_golden_diagnostics() {
-    let files = sources(&root().join("tests/diagnostics"));
+    let files = files_with_extension(&root().join("tests/diagnostics"), "sial");
     assert!(
         files.len() >= 80,
         "expected at least 80 invalid programs, found {}",
@@ -93,7 +76,7 @@ fn invalid_programs_report_their_golden_diagnostics() {
 
 #[test]
 fn valid_edge_cases_compile() {
-    let files = sources(&root().join("tests/diagnostics/valid"));
+    let files = files_with_extension(&root().join("tests/diagnostics/valid"), "sial");
     assert!(!files.is_empty());
     let problems = compare(&files, 0);
     assert!(problems.is_empty(), "{}", problems.join("\n"));

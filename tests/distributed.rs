@@ -8,20 +8,14 @@
 //! `--features mpi`, the same comparisons run under `mpirun -n 2, 3, 5` (`mpirun` from the
 //! PATH, or the one `SIAL_MPIRUN` names).
 
-#[cfg(feature = "mpi")]
-#[path = "common/launch.rs"]
-mod launch;
-#[cfg(feature = "mpi")]
-use launch::mpirun;
+mod common;
 
+#[cfg(feature = "mpi")]
+use common::launch::mpirun;
+use common::{Outcome, Sial, read_json, root, sial_sources};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::process::Command;
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
 
 #[derive(Default, Clone)]
 struct Target {
@@ -63,9 +57,7 @@ fn header_of(file: &Path) -> (Option<String>, Target) {
 
 /// Programs, and jobs (their members merged), of `programs/`.
 fn targets() -> Vec<Target> {
-    let mut files = Vec::new();
-    collect(&root().join("programs"), &mut files);
-    files.sort();
+    let files = sial_sources(&root().join("programs"));
     let mut out = Vec::new();
     let mut jobs: BTreeMap<PathBuf, Target> = BTreeMap::new();
     for f in files {
@@ -91,50 +83,19 @@ fn targets() -> Vec<Target> {
     out
 }
 
-fn collect(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).expect("read programs/").flatten() {
-        let path = entry.path();
-        if path.is_dir() && path.file_name().is_some_and(|n| n != "lib") {
-            collect(&path, out);
-        } else if path.extension().is_some_and(|x| x == "sial") {
-            out.push(path);
-        }
-    }
-}
-
-struct Outcome {
-    ok: bool,
-    stderr: String,
-    dump: Value,
-}
-
-fn run(launcher: &[String], target: &Target, config: &[&str], dump: &Path) -> Outcome {
+/// `sial run TARGET CONFIG --quiet --dump DUMP` (started by `launcher`): the outcome and the dump.
+fn run(launcher: &[String], target: &Target, config: &[&str], dump: &Path) -> (Outcome, Value) {
     let _ = std::fs::remove_file(dump);
-    let (program, pre) = match launcher.split_first() {
-        Some((p, rest)) => (PathBuf::from(p), rest.to_vec()),
-        None => (PathBuf::from(env!("CARGO_BIN_EXE_sial")), Vec::new()),
-    };
-    let out = Command::new(program)
-        .args(pre)
+    let out = Sial::via(launcher)
         .arg("run")
         .arg(&target.path)
         .args(config)
         .arg("--quiet")
         .arg("--dump")
         .arg(dump)
-        .current_dir(root())
         .env_remove("SIALPATH")
-        .output()
-        .expect("run sial");
-    let dump = std::fs::read_to_string(dump)
-        .ok()
-        .and_then(|t| serde_json::from_str(&t).ok())
-        .unwrap_or(Value::Null);
-    Outcome {
-        ok: out.status.success(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        dump,
-    }
+        .run();
+    (out, read_json(dump))
 }
 
 /// Differences between two dumps, skipping per-worker names.
@@ -192,7 +153,13 @@ fn compare(a: &Value, b: &Value, path: &str, skip: &BTreeSet<String>, out: &mut 
     }
 }
 
-fn check_expectations(t: &Target, o: &Outcome, label: &str, problems: &mut Vec<String>) {
+fn check_expectations(
+    t: &Target,
+    o: &Outcome,
+    dump: &Value,
+    label: &str,
+    problems: &mut Vec<String>,
+) {
     let name = t.path.display();
     if let Some(err) = &t.error {
         if o.ok || !o.stderr.contains(err.as_str()) {
@@ -207,7 +174,7 @@ fn check_expectations(t: &Target, o: &Outcome, label: &str, problems: &mut Vec<S
         problems.push(format!("{name} {label}: failed: {}", o.stderr));
         return;
     }
-    let programs = o.dump["programs"].as_array().cloned().unwrap_or_default();
+    let programs = dump["programs"].as_array().cloned().unwrap_or_default();
     for (program, var, want) in &t.expect {
         let state = programs
             .iter()
@@ -236,19 +203,19 @@ fn check_configs(launcher: &[String], configs: &[(&str, Vec<&str>)]) {
     let targets = targets();
     assert!(targets.len() >= 40, "only {} programs", targets.len());
     for (i, t) in targets.iter().enumerate() {
-        let base = run(
+        let (base, base_dump) = run(
             &[],
             t,
             &["--workers", "1", "--servers", "0"],
             &dir.join(format!("{i}-base.json")),
         );
-        check_expectations(t, &base, "(1 worker, 0 servers)", &mut problems);
+        check_expectations(t, &base, &base_dump, "(1 worker, 0 servers)", &mut problems);
         for (label, config) in configs {
-            let o = run(launcher, t, config, &dir.join(format!("{i}.json")));
-            check_expectations(t, &o, label, &mut problems);
+            let (o, dump) = run(launcher, t, config, &dir.join(format!("{i}.json")));
+            check_expectations(t, &o, &dump, label, &mut problems);
             if base.ok && o.ok {
                 let mut diffs = Vec::new();
-                compare(&base.dump, &o.dump, "", &t.per_worker, &mut diffs);
+                compare(&base_dump, &dump, "", &t.per_worker, &mut diffs);
                 if !diffs.is_empty() {
                     problems.push(format!(
                         "{} {label}: dump differs from one process: {}",
@@ -409,11 +376,12 @@ fn mpi_job_stops_when_a_rank_dies() {
     for fault in ["server:0", "worker:1"] {
         let launcher = mpirun(3);
         let started = Instant::now();
-        let mut child = Command::new(&launcher[0])
-            .args(&launcher[1..])
+        // Watched here with its output discarded, not by `run`: after mpirun is killed its
+        // ranks may live on and hold collected output pipes open.
+        let mut child = Sial::via(&launcher)
             .args(["run", "programs/water/water.json", "--quiet"])
             .args(["--inject-fault", fault])
-            .current_dir(root())
+            .command()
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()
@@ -441,21 +409,17 @@ fn mpi_job_stops_when_a_rank_dies() {
 #[cfg(feature = "mpi")]
 #[test]
 fn mpi_failing_job_keeps_its_dump_and_warns_once() {
-    let dir = std::env::temp_dir().join(format!("sial-mpi-fail-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("temp dir");
+    let dir = common::scratch("mpi-fail");
     let launcher = mpirun(3);
     let job = root().join("tests/failures/restart.toml");
-    let out = Command::new(&launcher[0])
-        .args(&launcher[1..])
+    let out = Sial::via(&launcher)
         .arg("run")
         .arg(&job)
         .args(["--quiet", "--dump", "dump.json"])
         .current_dir(&dir)
-        .output()
-        .expect("run mpirun");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
+        .run();
+    let err = &out.stderr;
+    assert!(!out.ok);
     assert!(
         err.contains("1 of 2 programs completed; restart the job from there with --restart job-"),
         "{err}"
@@ -472,14 +436,12 @@ fn mpi_failing_job_keeps_its_dump_and_warns_once() {
         "sial w\nindex i = 1:2\nlocal a[i]\nscalar x\nx = 1.0\nendsial w\n",
     )
     .expect("write");
-    let out = Command::new(&launcher[0])
-        .args(&launcher[1..])
+    let out = Sial::via(&launcher)
         .args(["run", "w.sial", "--quiet"])
         .current_dir(&dir)
-        .output()
-        .expect("run mpirun");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{err}");
+        .run();
+    let err = &out.stderr;
+    assert!(out.ok, "{err}");
     assert_eq!(err.matches("declaration is never used").count(), 1, "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }

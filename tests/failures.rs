@@ -3,53 +3,24 @@
 //! cannot fit), and ranks that die. Every case must end with the right message and a non-zero
 //! status within seconds, never a hang.
 
+mod common;
+
+use common::{Outcome, Sial, root, scratch};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-struct Outcome {
-    ok: bool,
-    stderr: String,
-    elapsed: Duration,
-}
-
 /// Runs `sial run ARGS` from the root; kills it after 60 s (a hang is a failure).
 fn sial(args: &[&str]) -> Outcome {
-    let start = Instant::now();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_sial"))
+    let o = Sial::new()
         .arg("run")
         .args(args)
         .arg("--quiet")
-        .current_dir(root())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start sial");
-    let mut stderr = child.stderr.take().expect("stderr");
-    let reader = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = std::io::Read::read_to_string(&mut stderr, &mut s);
-        s
-    });
-    let status = loop {
-        if let Some(s) = child.try_wait().expect("wait") {
-            break s;
-        }
-        if start.elapsed() > Duration::from_secs(60) {
-            let _ = child.kill();
-            panic!("sial run {args:?} hung for 60 s");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    Outcome {
-        ok: status.success(),
-        stderr: reader.join().expect("stderr reader"),
-        elapsed: start.elapsed(),
-    }
+        .discard_stdout()
+        .timeout(Duration::from_secs(60))
+        .run();
+    assert!(!o.timed_out, "sial run {args:?} hung for 60 s");
+    o
 }
 
 fn fails_with(args: &[&str], message: &str) -> Outcome {
@@ -141,8 +112,7 @@ fn blocks_never_written_or_never_fetched_are_named() {
 
 #[test]
 fn the_worker_memory_budget_evicts_and_reports_what_does_not_fit() {
-    let dir = std::env::temp_dir().join(format!("sial-failures-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
+    let dir = scratch("failures");
     let (small, big) = (dir.join("small.json"), dir.join("big.json"));
     let stats = dir.join("stats.json");
     let program = "tests/failures/budget.sial";
@@ -248,25 +218,19 @@ fn worker_and_server_counts_are_checked() {
 
 /// Runs `sial run ARGS` in `dir`; returns (success, stderr).
 fn sial_in(dir: &std::path::Path, args: &[&str]) -> (bool, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_sial"))
+    let out = Sial::new()
         .arg("run")
         .args(args)
         .arg("--quiet")
         .current_dir(dir)
-        .output()
-        .expect("run sial");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+        .run();
+    (out.ok, out.stderr)
 }
 
 #[test]
 fn a_failed_job_restarts_from_its_last_completed_program() {
     for (w, s) in [("1", "0"), ("2", "2")] {
-        let dir = std::env::temp_dir().join(format!("sial-restart-{}-{w}{s}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("temp dir");
+        let dir = scratch(&format!("restart-{w}{s}"));
         let job = root().join("tests/failures/restart.toml");
         let job = job.to_string_lossy();
         let ranks = ["--workers", w, "--servers", s];
@@ -332,8 +296,7 @@ fn a_failed_job_restarts_from_its_last_completed_program() {
 /// checkpoints are refused for other programs and when damaged, and are kept in both cases.
 #[test]
 fn restart_never_trusts_its_argument() {
-    let dir = std::env::temp_dir().join(format!("sial-restart-trust-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = scratch("restart-trust");
     let victim = dir.join("victim");
     std::fs::create_dir_all(&victim).expect("temp dir");
     std::fs::write(victim.join("worker"), "not a checkpoint").expect("write");
@@ -386,8 +349,7 @@ fn restart_never_trusts_its_argument() {
 /// the size and the budget, never an abort by the allocator or a panic.
 #[test]
 fn blocks_too_big_for_the_budget_are_named_before_allocation() {
-    let dir = std::env::temp_dir().join(format!("sial-sizes-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
+    let dir = scratch("sizes");
     let program = root().join("benches/put_get_contract.sial");
     let program = program.to_string_lossy();
     for segments in [
@@ -483,8 +445,7 @@ fn options_are_checked_before_the_job_starts() {
 /// run left behind.
 #[test]
 fn a_signal_ends_a_run_cleanly() {
-    let base = std::env::temp_dir().join(format!("sial-signal-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&base);
+    let base = scratch("signal");
     for (signal, code, keep) in [
         ("INT", 130, false),
         ("TERM", 143, false),
@@ -506,9 +467,10 @@ fn a_signal_ends_a_run_cleanly() {
         ];
         let s = scratch.to_string_lossy().to_string();
         args.push(&s);
-        let mut child = Command::new(env!("CARGO_BIN_EXE_sial"))
+        // Started and watched here: the test signals the running process.
+        let mut child = Sial::new()
             .args(&args)
-            .current_dir(root())
+            .command()
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
@@ -542,7 +504,7 @@ fn a_signal_ends_a_run_cleanly() {
         if keep {
             // SIGKILL cannot be caught: the folder stays, and the next run names it.
             assert!(folder.exists());
-            let o = Command::new(env!("CARGO_BIN_EXE_sial"))
+            let o = Sial::new()
                 .args([
                     "run",
                     "programs/scalar_arith.sial",
@@ -550,10 +512,8 @@ fn a_signal_ends_a_run_cleanly() {
                     "--scratch-dir",
                     &s,
                 ])
-                .current_dir(root())
-                .output()
-                .expect("run sial");
-            let warn = String::from_utf8_lossy(&o.stderr);
+                .run();
+            let warn = &o.stderr;
             assert!(
                 warn.contains(&format!(
                     "{} is the scratch folder of a run that no longer runs",

@@ -2,12 +2,10 @@
 //! instruction: a change of code generation shows in review as a change of these files.
 //! `SIAL_BLESS=1 cargo test --test listings` rewrites them.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+mod common;
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
+use common::{Sial, root};
+use std::path::{Path, PathBuf};
 
 const PROGRAMS: &[&str] = &[
     "programs/allocate_wildcards.sial",
@@ -42,17 +40,9 @@ fn listings_match_their_golden_files() {
     let bless = std::env::var_os("SIAL_BLESS").is_some();
     let mut changed = Vec::new();
     for program in PROGRAMS {
-        let out = Command::new(env!("CARGO_BIN_EXE_sial"))
-            .args(["disasm", program])
-            .current_dir(root())
-            .output()
-            .expect("run sial disasm");
-        assert!(
-            out.status.success(),
-            "{program}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let listing = String::from_utf8_lossy(&out.stdout).into_owned();
+        let out = Sial::new().args(["disasm", program]).run();
+        assert!(out.ok, "{program}: {}", out.stderr);
+        let listing = out.stdout;
         let file = golden(program);
         if bless {
             std::fs::write(&file, &listing).expect("write golden");

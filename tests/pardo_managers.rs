@@ -1,13 +1,15 @@
 //! Pardo iteration assignment of the loop managers (SIAL-SPEC §7.10), checked block by block:
 //! each iteration records the rank of the worker that ran it.
 
-use std::process::Command;
+mod common;
+
+use common::Sial;
 
 fn owners(workers: usize, array: &str) -> Vec<(i64, f64)> {
     let dump =
         std::env::temp_dir().join(format!("sial-pardo-{}-{workers}.json", std::process::id()));
     let w = workers.to_string();
-    let out = Command::new(env!("CARGO_BIN_EXE_sial"))
+    let out = Sial::new()
         .args([
             "run",
             "tests/pardo/assignment.sial",
@@ -19,14 +21,8 @@ fn owners(workers: usize, array: &str) -> Vec<(i64, f64)> {
             "--dump",
         ])
         .arg(&dump)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("run sial");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+        .run();
+    assert!(out.ok, "{}", out.stderr);
     let d: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&dump).expect("dump")).expect("json");
     let _ = std::fs::remove_file(&dump);

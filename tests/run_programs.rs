@@ -6,13 +6,12 @@
 //! warning on stderr). Programs marked
 //! `# job: FILE` (a job file beside the program) run as part of that job.
 
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+mod common;
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
+use common::{Outcome, Sial, read_json, root, sial_sources};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::Path;
 
 #[derive(Default, Debug)]
 struct Expectations {
@@ -56,43 +55,21 @@ fn expectations(path: &Path) -> Expectations {
     e
 }
 
-struct Outcome {
-    ok: bool,
-    stdout: String,
-    stderr: String,
-    dump: serde_json::Value,
-}
-
-fn run(job: &Path, dump: &Path) -> Outcome {
-    let out = Command::new(env!("CARGO_BIN_EXE_sial"))
+/// `sial run JOB --workers 1 --servers 0 --dump DUMP`: the outcome and the dump.
+fn run(job: &Path, dump: &Path) -> (Outcome, Value) {
+    let out = Sial::new()
         .arg("run")
         .arg(job)
         .args(["--workers", "1", "--servers", "0"])
         .arg("--dump")
         .arg(dump)
-        .current_dir(root())
         .env_remove("SIALPATH")
-        .output()
-        .expect("run sial");
-    let dump = std::fs::read_to_string(dump)
-        .ok()
-        .and_then(|t| serde_json::from_str(&t).ok())
-        .unwrap_or(serde_json::Value::Null);
-    Outcome {
-        ok: out.status.success(),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        dump,
-    }
+        .run();
+    (out, read_json(dump))
 }
 
 /// Compares the `# expect` lines of one program with its outcome; returns the problems.
-fn check(
-    name: &str,
-    e: &Expectations,
-    outcome: &Outcome,
-    state: &serde_json::Value,
-) -> Vec<String> {
+fn check(name: &str, e: &Expectations, outcome: &Outcome, state: &Value) -> Vec<String> {
     let mut problems = Vec::new();
     if let Some(err) = &e.error {
         if outcome.ok || !outcome.stderr.contains(err.as_str()) {
@@ -159,8 +136,7 @@ fn check(
 fn programs_compute_their_expected_results() {
     let dir = std::env::temp_dir().join(format!("sial-run-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
-    let mut files = sial_sources(&root().join("programs"));
-    files.sort();
+    let files = sial_sources(&root().join("programs"));
     let mut problems = Vec::new();
     let mut jobs: BTreeMap<String, Vec<(String, Expectations)>> = BTreeMap::new();
     let mut checked = 0;
@@ -181,8 +157,8 @@ fn programs_compute_their_expected_results() {
             continue;
         }
         let dump = dir.join(format!("{name}.json"));
-        let outcome = run(file.strip_prefix(root()).unwrap_or(file), &dump);
-        let state = outcome.dump["programs"]
+        let (outcome, dumped) = run(file.strip_prefix(root()).unwrap_or(file), &dump);
+        let state = dumped["programs"]
             .as_array()
             .and_then(|p| p.last())
             .cloned()
@@ -192,11 +168,8 @@ fn programs_compute_their_expected_results() {
     }
     for (job, members) in &jobs {
         let dump = dir.join(format!("{}.json", job.replace('/', "_")));
-        let outcome = run(Path::new(job), &dump);
-        let states = outcome.dump["programs"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default();
+        let (outcome, dumped) = run(Path::new(job), &dump);
+        let states = dumped["programs"].as_array().cloned().unwrap_or_default();
         for (name, e) in members {
             let state = states
                 .iter()
@@ -215,18 +188,4 @@ fn programs_compute_their_expected_results() {
         problems.len(),
         problems.join("\n\n")
     );
-}
-
-/// The `.sial` files of `dir` and of its subdirectories, except the import-only `lib/`.
-fn sial_sources(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir(dir).expect("read programs/").flatten() {
-        let path = entry.path();
-        if path.is_dir() && path.file_name().is_some_and(|n| n != "lib") {
-            out.extend(sial_sources(&path));
-        } else if path.extension().is_some_and(|x| x == "sial") {
-            out.push(path);
-        }
-    }
-    out
 }

@@ -7,17 +7,14 @@
 //! print exactly their `.golden`. `SIAL_BLESS=1 cargo test --test runtime_errors` rewrites the
 //! golden files; review every message before committing it.
 
-use std::io::Read;
+mod common;
+
+use common::{Outcome, Sial, files_with_extension, root};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// A run that takes longer than this is reported as a hang.
 const TIME_LIMIT: Duration = Duration::from_secs(60);
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
 
 fn dir() -> PathBuf {
     root().join("tests/runtime_errors")
@@ -27,69 +24,21 @@ fn blessing() -> bool {
     std::env::var_os("SIAL_BLESS").is_some()
 }
 
-struct Outcome {
-    status: Option<i32>,
-    stdout: String,
-    stderr: String,
-    timed_out: bool,
-}
-
 /// Runs `sial SUBCOMMAND FILE` from the repository root, killing it after `TIME_LIMIT`.
 fn sial(subcommand: &str, file: &Path) -> Outcome {
     let rel = file.strip_prefix(root()).unwrap_or(file);
-    let mut child = Command::new(env!("CARGO_BIN_EXE_sial"))
+    let ranks: &[&str] = if subcommand == "run" {
+        &["--workers", "1", "--servers", "0"]
+    } else {
+        &[]
+    };
+    Sial::new()
         .arg(subcommand)
         .arg(rel)
-        .args(if subcommand == "run" {
-            &["--workers", "1", "--servers", "0"][..]
-        } else {
-            &[]
-        })
-        .current_dir(root())
+        .args(ranks)
         .env_remove("SIALPATH")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run sial");
-    let reader = |mut pipe: Box<dyn Read + Send>| {
-        std::thread::spawn(move || {
-            let mut bytes = Vec::new();
-            let _ = pipe.read_to_end(&mut bytes);
-            String::from_utf8_lossy(&bytes).into_owned()
-        })
-    };
-    let stdout = reader(Box::new(child.stdout.take().expect("stdout")));
-    let stderr = reader(Box::new(child.stderr.take().expect("stderr")));
-    let start = Instant::now();
-    let mut timed_out = false;
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait for sial") {
-            break status;
-        }
-        if start.elapsed() > TIME_LIMIT {
-            timed_out = true;
-            let _ = child.kill();
-            break child.wait().expect("wait for sial");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    Outcome {
-        status: status.code(),
-        stdout: stdout.join().expect("read stdout"),
-        stderr: stderr.join().expect("read stderr"),
-        timed_out,
-    }
-}
-
-fn files_with_extension(dir: &Path, ext: &str) -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .expect("read dir")
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == ext))
-        .collect();
-    files.sort();
-    files
+        .timeout(TIME_LIMIT)
+        .run()
 }
 
 fn first_line(file: &Path) -> String {
@@ -171,10 +120,10 @@ fn check_error_case(case: &Path) -> Option<String> {
     if out.stderr.contains("panicked") || out.stderr.contains("RUST_BACKTRACE") {
         return Some(format!("{name}: the runtime panicked\n{}", out.stderr));
     }
-    if out.status != Some(1) {
+    if out.code != Some(1) {
         return Some(format!(
             "{name}: exit status {:?}, expected 1\n{}",
-            out.status, out.stderr
+            out.code, out.stderr
         ));
     }
     let fatal = out
@@ -258,10 +207,10 @@ fn every_error_program_is_valid_for_the_compiler_and_has_a_header() {
             ));
         }
         let out = sial("check", &file);
-        if out.status != Some(0) {
+        if out.code != Some(0) {
             problems.push(format!(
                 "{name}: `sial check` failed ({:?})\n{}",
-                out.status, out.stderr
+                out.code, out.stderr
             ));
         }
     }
@@ -287,10 +236,10 @@ fn valid_edge_cases_run() {
     for file in &files {
         let name = file.display();
         let out = sial("run", file);
-        if out.timed_out || out.status != Some(0) || out.stderr.contains("panicked") {
+        if out.timed_out || out.code != Some(0) || out.stderr.contains("panicked") {
             problems.push(format!(
                 "{name}: exit status {:?} (timed out: {}), expected success\n{}",
-                out.status, out.timed_out, out.stderr
+                out.code, out.timed_out, out.stderr
             ));
             continue;
         }

@@ -7,10 +7,12 @@
 //! them through `SIAL_ACES4_DIR` (as tests/aces4.rs) and are listed as ignored without it. The
 //! bad-input trials always run.
 
+mod common;
+
+use common::{Sial, root, scratch};
 use libtest_mimic::{Arguments, Failed, Trial};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 const TOLERANCE: f64 = 1e-8;
 
@@ -20,26 +22,6 @@ const MOLECULES: &[(&str, &str)] = &[
     ("ammonia", "6-31g*"),
     ("hydrogen_fluoride", "6-31g"),
 ];
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// A fresh folder for one trial.
-fn scratch(name: &str) -> Result<PathBuf, Failed> {
-    let dir = std::env::temp_dir().join(format!("sial-setup-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    Ok(dir)
-}
-
-fn sial(args: &[&str], dir: &Path) -> Result<std::process::Output, Failed> {
-    Command::new(env!("CARGO_BIN_EXE_sial"))
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .map_err(|e| format!("cannot run sial: {e}").into())
-}
 
 /// The PySCF reference values of one case.
 fn reference(molecule: &str, frozen: bool) -> Result<Value, Failed> {
@@ -71,7 +53,7 @@ fn job(
         method.replace(['(', ')'], ""),
         if frozen { "fc" } else { "all" }
     );
-    let dir = scratch(&tag)?;
+    let dir = scratch(&format!("setup-{tag}"));
     let xyz = root().join("tests/setup").join(format!("{molecule}.xyz"));
     let xyz = xyz.to_string_lossy().into_owned();
     let mut args = vec![
@@ -88,9 +70,9 @@ fn job(
     if frozen {
         args.push("--frozen-core");
     }
-    let out = sial(&args, &dir)?;
-    if !out.status.success() {
-        return Err(format!("setup failed: {}", String::from_utf8_lossy(&out.stderr)).into());
+    let out = Sial::new().args(&args).current_dir(&dir).run();
+    if !out.ok {
+        return Err(format!("setup failed: {}", out.stderr).into());
     }
     let mut run = vec!["run".to_string(), "job.json".into()];
     for d in ["scf", "cc", "utility"] {
@@ -99,10 +81,9 @@ fn job(
     }
     run.extend(["--results", "results.json", "-q"].map(String::from));
     let run: Vec<&str> = run.iter().map(String::as_str).collect();
-    let out = sial(&run, &dir)?;
-    if !out.status.success() {
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        let tail: Vec<&str> = stderr.lines().rev().take(10).collect();
+    let out = Sial::new().args(&run).current_dir(&dir).run();
+    if !out.ok {
+        let tail: Vec<&str> = out.stderr.lines().rev().take(10).collect();
         return Err(format!("run failed:\n{}", tail.join("\n")).into());
     }
     let text = std::fs::read_to_string(dir.join("results.json"))
@@ -140,16 +121,16 @@ fn job(
 
 /// A `sial setup` that must fail with a message containing `parts`, leaving no job file.
 fn refused(name: &str, xyz: &str, args: &[&str], parts: &[&str]) -> Result<(), Failed> {
-    let dir = scratch(&format!("bad-{name}"))?;
+    let dir = scratch(&format!("setup-bad-{name}"));
     std::fs::write(dir.join("m.xyz"), xyz).map_err(|e| e.to_string())?;
     let mut all = vec!["setup", "--molecule", "m.xyz", "-o", "job.json"];
     all.extend_from_slice(args);
-    let out = sial(&all, &dir)?;
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let out = Sial::new().args(&all).current_dir(&dir).run();
+    let stderr = out.stderr;
     let written = dir.join("job.json").exists();
     let _ = std::fs::remove_dir_all(&dir);
-    if out.status.code() != Some(1) {
-        return Err(format!("exit status {:?}, expected 1: {stderr}", out.status.code()).into());
+    if out.code != Some(1) {
+        return Err(format!("exit status {:?}, expected 1: {stderr}", out.code).into());
     }
     if written {
         return Err("a job file was written for bad input".into());
@@ -171,10 +152,10 @@ fn edited_job(
     name: &str,
     edit: impl Fn(&mut Value),
 ) -> Result<(bool, String), Failed> {
-    let dir = scratch(name)?;
+    let dir = scratch(&format!("setup-{name}"));
     std::fs::write(dir.join("w.xyz"), WATER).map_err(|e| e.to_string())?;
-    let out = sial(
-        &[
+    let out = Sial::new()
+        .args([
             "setup",
             "--molecule",
             "w.xyz",
@@ -182,23 +163,23 @@ fn edited_job(
             "sto-3g",
             "-o",
             "job.json",
-        ],
-        &dir,
-    )?;
-    if !out.status.success() {
-        return Err(String::from_utf8_lossy(&out.stderr).into_owned().into());
+        ])
+        .current_dir(&dir)
+        .run();
+    if !out.ok {
+        return Err(out.stderr.into());
     }
     let text = std::fs::read_to_string(dir.join("job.json")).map_err(|e| e.to_string())?;
     let mut v: Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
     edit(&mut v);
     std::fs::write(dir.join("job.json"), v.to_string()).map_err(|e| e.to_string())?;
     let scf = aces4.join("qm/scf").to_string_lossy().into_owned();
-    let out = sial(&["run", "job.json", "-I", &scf, "-q"], &dir)?;
+    let out = Sial::new()
+        .args(["run", "job.json", "-I", &scf, "-q"])
+        .current_dir(&dir)
+        .run();
     let _ = std::fs::remove_dir_all(&dir);
-    Ok((
-        out.status.success(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    ))
+    Ok((out.ok, out.stderr))
 }
 
 /// A basis set array that disagrees with `nshells` stops the job with a message naming both and

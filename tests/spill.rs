@@ -2,37 +2,25 @@
 //! peak within the budget, and clear errors for a full disk, a missing scratch folder and a
 //! budget smaller than one block.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+mod common;
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
+use common::{Sial, root, scratch};
+use std::path::Path;
 
+/// `sial run tests/spill/spill_job.sial ARGS --quiet` in `dir`: (success, stderr).
 fn sial(dir: &Path, args: &[&str]) -> (bool, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_sial"))
+    let out = Sial::new()
         .arg("run")
         .arg(root().join("tests/spill/spill_job.sial"))
         .args(args)
         .arg("--quiet")
         .current_dir(dir)
-        .output()
-        .expect("run sial");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+        .run();
+    (out.ok, out.stderr)
 }
 
 fn json(p: &Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(p).expect("read")).expect("json")
-}
-
-fn temp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("sial-spill-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).expect("temp dir");
-    d
 }
 
 /// The checksum of spill_job.sial computed here, independently of sial: 8^4 elements per
@@ -56,7 +44,7 @@ fn expected_total() -> f64 {
 
 #[test]
 fn arrays_four_times_the_server_memory_give_the_same_dump() {
-    let dir = temp("same");
+    let dir = scratch("spill-same");
     // 4 arrays of 256 blocks of 32 KiB = 32 MiB; 2 servers of 4 MiB hold 8 MiB: 4x over.
     for ranks in [
         ["--workers", "3", "--servers", "2"],
@@ -122,7 +110,7 @@ fn arrays_four_times_the_server_memory_give_the_same_dump() {
 
 #[test]
 fn spill_errors_name_the_server_the_array_and_the_path() {
-    let dir = temp("errors");
+    let dir = scratch("spill-errors");
     let (ok, err) = sial(
         &dir,
         &[
@@ -196,12 +184,10 @@ fn spill_errors_name_the_server_the_array_and_the_path() {
 #[cfg(feature = "mpi")]
 #[test]
 fn mpi_servers_spill_without_changing_the_dump() {
-    let dir = temp("mpi");
-    let program = std::env::var("SIAL_MPIRUN").unwrap_or_else(|_| "mpirun".into());
+    let dir = scratch("spill-mpi");
+    let launcher = common::launch::mpirun(4);
     let run = |extra: &[&str], dump: &str| {
-        let out = Command::new(&program)
-            .args(["-n", "4"])
-            .arg(env!("CARGO_BIN_EXE_sial"))
+        let out = Sial::via(&launcher)
             .arg("run")
             .arg(root().join("tests/spill/spill_job.sial"))
             .args([
@@ -215,13 +201,8 @@ fn mpi_servers_spill_without_changing_the_dump() {
             ])
             .args(extra)
             .current_dir(&dir)
-            .output()
-            .expect("mpirun");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+            .run();
+        assert!(out.ok, "{}", out.stderr);
         json(&dir.join(dump))
     };
     let free = run(&[], "free.json");

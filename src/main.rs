@@ -308,6 +308,10 @@ struct RunArgs {
     /// or a fixed depth N.
     #[arg(long, value_name = "off|auto|N", default_value = "auto")]
     prefetch: String,
+    /// Under mpirun: stop the job when a rank has not answered for this long (a stopped or
+    /// hung process), e.g. 30s, 10min; 0 never (default 60s).
+    #[arg(long, value_name = "TIME")]
+    heartbeat: Option<String>,
     /// Testing aid (threads only): deliver every server reply this much later, e.g. 200us,
     /// 1ms; measures how well prefetching hides latency on one machine.
     #[arg(long, value_name = "TIME")]
@@ -416,7 +420,8 @@ fn gpu_options(args: &RunArgs) -> Result<sial_interpreter::options::GpuOptions, 
 /// `200us`, `1ms`, `0.5s`, `0`.
 fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
     let t = text.trim();
-    let bad = || format!("bad time {text:?}: write a number with ns, us, ms or s (e.g. 200us)");
+    let bad =
+        || format!("bad time {text:?}: write a number with ns, us, ms, s or min (e.g. 200us)");
     let split = t
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(t.len());
@@ -427,6 +432,7 @@ fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
         "us" | "µs" => 1e-6,
         "ms" => 1e-3,
         "s" => 1.0,
+        "min" => 60.0,
         "" if v == 0.0 => 0.0,
         _ => return Err(bad()),
     };

@@ -90,6 +90,11 @@ fn run_options(args: &RunArgs, mpi: Option<usize>) -> Result<RunOptions, String>
             .parse()
             .map_err(|e| format!("--prefetch: {e}"))?,
         simulated_latency,
+        heartbeat: match args.heartbeat.as_deref().map(parse_duration) {
+            None => Some(sial_interpreter::options::DEFAULT_HEARTBEAT),
+            Some(Ok(d)) => (!d.is_zero()).then_some(d),
+            Some(Err(e)) => return Err(format!("--heartbeat: {e}")),
+        },
         profile: args.profile,
         gpu: gpu_options(args)?,
         ..RunOptions::default()

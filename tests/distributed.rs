@@ -445,3 +445,91 @@ fn mpi_failing_job_keeps_its_dump_and_warns_once() {
     assert_eq!(err.matches("declaration is never used").count(), 1, "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Under mpirun a rank whose process is stopped (SIGSTOP: it does not die, so mpirun does not
+/// notice) is named by its neighbour's heartbeat, and the job ends, whether the stopped rank
+/// is a worker or a server. `tests/failures/endless.sial` would otherwise run for hours.
+#[cfg(feature = "mpi")]
+#[test]
+fn mpi_a_stopped_rank_is_named_and_ends_the_job() {
+    use std::time::{Duration, Instant};
+    // mpirun -n 3: ranks 0 and 1 are workers 0 and 1, rank 2 is server 0.
+    for (rank, name) in [(1, "worker 1"), (2, "server 0")] {
+        let dir = common::scratch(&format!("mpi-stopped-{rank}"));
+        let err_file = dir.join("stderr.txt");
+        let mut child = Sial::via(&mpirun(3))
+            .args(["run", "tests/failures/endless.sial", "--heartbeat", "2s"])
+            .arg("--scratch-dir")
+            .arg(&dir)
+            .command()
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(&err_file).expect("stderr file"))
+            .spawn()
+            .expect("start mpirun");
+        let started = Instant::now();
+        let mut stopped = None;
+        let status = loop {
+            if let Some(status) = child.try_wait().expect("wait for mpirun") {
+                break status;
+            }
+            let elapsed = started.elapsed();
+            if stopped.is_none() && elapsed > Duration::from_secs(1) {
+                stopped = rank_process(&dir, rank);
+                if let Some(pid) = stopped {
+                    signal(pid, "-STOP");
+                }
+            }
+            if elapsed > Duration::from_secs(40) {
+                let _ = child.kill();
+                let _ = child.wait();
+                stopped.into_iter().for_each(|p| signal(p, "-KILL"));
+                panic!("{name} stopped: the job still ran after 40 s");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        assert!(stopped.is_some(), "no process of rank {rank} was found");
+        let err = std::fs::read_to_string(&err_file).unwrap_or_default();
+        assert!(!status.success(), "{name} stopped: the job succeeded");
+        assert!(
+            err.contains(&format!(
+                "{name} (MPI rank {rank}) has not answered for 2 s"
+            )),
+            "{err}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+/// The process of MPI rank `rank` of the run whose command line names `marker`.
+#[cfg(feature = "mpi")]
+fn rank_process(marker: &Path, rank: usize) -> Option<u32> {
+    let marker = marker.to_string_lossy().into_owned();
+    std::fs::read_dir("/proc")
+        .ok()?
+        .flatten()
+        .find_map(|entry| {
+            let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
+            let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
+            let cmdline = String::from_utf8_lossy(&cmdline);
+            if !cmdline.contains(&marker) || !cmdline.contains("endless.sial") {
+                return None;
+            }
+            let environ = std::fs::read(entry.path().join("environ")).ok()?;
+            let environ = String::from_utf8_lossy(&environ);
+            let wanted = [
+                format!("PMI_RANK={rank}"),
+                format!("OMPI_COMM_WORLD_RANK={rank}"),
+            ];
+            environ
+                .split('\0')
+                .any(|v| wanted.iter().any(|w| v == w))
+                .then_some(pid)
+        })
+}
+
+#[cfg(feature = "mpi")]
+fn signal(pid: u32, which: &str) {
+    let _ = std::process::Command::new("kill")
+        .args([which, &pid.to_string()])
+        .status();
+}

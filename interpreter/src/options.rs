@@ -51,7 +51,14 @@ pub struct Options {
     pub profile: bool,
     /// `--device`, `--gpu-memory`, `--pinned-memory` and the device backend.
     pub gpu: GpuOptions,
+    /// Under MPI: how long a rank may stay silent before the job is stopped (`--heartbeat`;
+    /// `None`: never).
+    pub heartbeat: Option<Duration>,
 }
+
+/// Default of `--heartbeat`: long enough for a loaded machine, short enough that a stopped
+/// rank does not hold a cluster allocation for long.
+pub const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(60);
 
 impl Options {
     /// This job's scratch folder.
@@ -111,6 +118,7 @@ impl Default for Options {
             scratch_limit: None,
             prefetch: PrefetchMode::default(),
             simulated_latency: Duration::ZERO,
+            heartbeat: Some(DEFAULT_HEARTBEAT),
             profile: false,
             gpu: GpuOptions::default(),
         }

@@ -4,6 +4,8 @@
 
 use super::mpi_stats::{stats_in, stats_out};
 use super::{Figures, JobInputs, Ranks, Report, Transport, drive, panic_text};
+use crate::cluster::layout;
+use crate::cluster::mpi::heartbeat::Heartbeat;
 use crate::cluster::mpi::{Link, connect};
 use crate::cluster::{ServerLink, WorkerLink};
 use crate::error::{Result, RuntimeError};
@@ -30,7 +32,12 @@ pub fn run(
     options: &Options,
     done: impl FnMut(&FinalState<'_>),
 ) -> Result<Option<Report>> {
-    let Some((universe, _)) = ::mpi::initialize_with_threading(Threading::Funneled) else {
+    // The heartbeat thread calls MPI beside the rank's own thread.
+    let wanted = match options.heartbeat {
+        Some(_) => Threading::Multiple,
+        None => Threading::Funneled,
+    };
+    let Some((universe, threading)) = ::mpi::initialize_with_threading(wanted) else {
         return Err(RuntimeError::new("MPI cannot be initialised twice"));
     };
     let world = universe.world();
@@ -49,6 +56,23 @@ pub fn run(
     }
     let link = connect(&universe, workers, servers);
     let options = &agree_on_checkpoints(&world, options);
+    let heartbeat = match options.heartbeat {
+        Some(timeout) if threading == Threading::Multiple => {
+            let roles = layout(workers, servers);
+            Some(Heartbeat::start(&world, timeout, |rank| {
+                role_name(&roles, rank)
+            }))
+        }
+        Some(_) => {
+            if world.rank() == 0 {
+                eprintln!(
+                    "WARNING: this MPI library does not allow several threads to call it (MPI_THREAD_MULTIPLE): a rank that stops answering will not be noticed"
+                );
+            }
+            None
+        }
+        None => None,
+    };
     let who = match &link {
         Ok(Link::Server(s)) => format!("server {}", s.rank()),
         Ok(Link::Worker(w)) => format!("worker {}", w.rank()),
@@ -64,6 +88,9 @@ pub fn run(
     }));
     let failure = match body {
         Ok(Ok(report)) => {
+            if let Some(h) = heartbeat {
+                h.stop();
+            }
             // Dropping the universe finalises MPI: every rank waits for the others here.
             drop(world);
             drop(universe);
@@ -96,6 +123,16 @@ pub fn run(
     let wait = if world.rank() == 0 { 200 } else { 600 };
     std::thread::sleep(std::time::Duration::from_millis(wait));
     world.abort(1)
+}
+
+/// What global rank `rank` is: "worker K" or "server K".
+fn role_name(roles: &[bool], rank: usize) -> String {
+    let server = roles.get(rank).copied().unwrap_or(false);
+    let k = roles[..rank.min(roles.len())]
+        .iter()
+        .filter(|&&r| r == server)
+        .count();
+    format!("{} {k}", if server { "server" } else { "worker" })
 }
 
 /// Every rank writes its checkpoints under the name rank 0 chose (the default name contains

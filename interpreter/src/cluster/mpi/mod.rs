@@ -7,7 +7,8 @@
 //! Sends are non-blocking and the sender keeps the buffer until MPI is done with it: a worker
 //! sending a large put while its server sends it a large block would otherwise wait on each
 //! other forever (MPI's standard send may wait for the matching receive). One thread per process
-//! calls MPI (`MPI_THREAD_FUNNELED`).
+//! does the rank's communication; the [`heartbeat`] thread beside it sends and hears only beats
+//! on a communicator of its own.
 
 use super::message::{Payload, ToServer, ToWorker};
 use super::{ServerLink, WorkerLink, layout};
@@ -24,6 +25,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 mod codec;
+pub mod heartbeat;
 mod outbox;
 
 use codec::*;

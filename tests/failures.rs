@@ -398,6 +398,30 @@ fn blocks_too_big_for_the_budget_are_named_before_allocation() {
             assert!(!err.contains("panicked") && !err.contains("died"), "{err}");
         }
     }
+    // A budget larger than the machine (here: than any machine's address space, 589 TiB for
+    // one block): the allocator's refusal is an error at the line, not an abort.
+    for ranks in [
+        ["--workers", "1", "--servers", "0"],
+        ["--workers", "2", "--servers", "1"],
+    ] {
+        let mut args = vec![
+            program.as_ref(),
+            "--segments",
+            "aoindex=3000,1,1",
+            "--worker-memory",
+            "1000T",
+        ];
+        args.extend(ranks);
+        let (ok, err) = sial_in(&dir, &args);
+        assert!(!ok);
+        assert!(
+            err.contains(
+                "out of memory: a block of [3000, 3000, 3000, 3000] (648000000000000 bytes) cannot be allocated"
+            ) && err.contains("put_get_contract:20"),
+            "{err}"
+        );
+        assert!(!err.contains("panicked") && !err.contains("died"), "{err}");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 

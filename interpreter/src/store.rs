@@ -18,12 +18,38 @@ pub fn block_bytes(shape: &[usize]) -> Option<usize> {
 }
 
 impl Block {
-    pub fn zeros(shape: Vec<usize>) -> Block {
-        let n = shape.iter().product();
-        Block {
-            shape,
-            data: vec![0.0; n],
+    /// A block of zeros; an error, not an abort of the process, when the element count
+    /// overflows or the allocator refuses the memory (the size checks against the budgets come
+    /// first; this is for a machine with less free memory than the budgets allow).
+    pub fn zeros(shape: Vec<usize>) -> crate::error::Result<Block> {
+        let data = block_bytes(&shape)
+            .and_then(|bytes| zeroed(bytes / 8))
+            .ok_or_else(|| {
+                crate::error::RuntimeError::new(format!(
+                    "out of memory: a block of {shape:?} ({} bytes) cannot be allocated; this machine has less free memory than the memory options allow (lower --worker-memory or --server-memory, or run on more or bigger nodes)",
+                    block_bytes(&shape).map_or_else(|| "too many".to_string(), |b| b.to_string())
+                ))
+            })?;
+        Ok(Block { shape, data })
+    }
+}
+
+/// `n` zeros, or `None` where the allocator refuses: as `vec![0.0; n]` (zeroed memory from the
+/// allocator, untouched until used) but without aborting the process on failure.
+pub fn zeroed(n: usize) -> Option<Vec<f64>> {
+    if n == 0 {
+        return Some(Vec::new());
+    }
+    let layout = std::alloc::Layout::array::<f64>(n).ok()?;
+    // SAFETY: the layout has a non-zero size. A non-null pointer from `alloc_zeroed` is valid
+    // for `n` f64 of value 0.0 (all bits zero), allocated by the global allocator with the
+    // layout `Vec<f64>` uses for capacity `n`, so the vector owns it and frees it correctly.
+    unsafe {
+        let p = std::alloc::alloc_zeroed(layout).cast::<f64>();
+        if p.is_null() {
+            return None;
         }
+        Some(Vec::from_raw_parts(p, n, n))
     }
 }
 
@@ -165,4 +191,23 @@ pub fn block_text(program: &sial_bytecode::Program, array: usize, key: &BlockKey
         .map(|v| v.to_string())
         .collect();
     format!("{}[{}]", a.name, segs.join(","))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn zeros_are_zeros_and_refusals_are_errors() {
+        assert_eq!(zeroed(0), Some(Vec::new()));
+        assert_eq!(zeroed(5), Some(vec![0.0; 5]));
+        // More than the address space: refused, not an abort.
+        assert_eq!(zeroed(1 << 61), None);
+        let b = Block::zeros(vec![2, 3]).expect("a small block");
+        assert_eq!((b.shape, b.data), (vec![2, 3], vec![0.0; 6]));
+        let e = Block::zeros(vec![1 << 40, 1 << 30]).expect_err("overflowing size");
+        assert!(e.to_string().contains("too many bytes"), "{e}");
+        let e = Block::zeros(vec![1 << 23, 1 << 23, 1 << 1]).expect_err("too big");
+        assert!(e.to_string().contains("out of memory"), "{e}");
+    }
 }

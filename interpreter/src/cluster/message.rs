@@ -179,7 +179,8 @@ mod data_length {
         if n > MOST {
             return Err(E::custom("block data length out of range"));
         }
-        Ok(vec![0.0; n as usize])
+        crate::store::zeroed(n as usize)
+            .ok_or_else(|| E::custom(format!("out of memory for a block of {n} values")))
     }
 }
 

@@ -465,7 +465,7 @@ impl BlockStore {
         f: impl FnOnce(&mut Block) -> Result<()>,
     ) -> Result<()> {
         if !self.contains(array, &key) {
-            self.replace(array, key, Block::zeros(shape.to_vec()), section)?;
+            self.replace(array, key, Block::zeros(shape.to_vec())?, section)?;
         } else {
             self.reload(array, key)?;
         }

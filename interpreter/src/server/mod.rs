@@ -347,7 +347,7 @@ impl<'p> Server<'p> {
                     .map_err(at)?;
             }
             (PutOp::Replace, Payload::Scalar(v)) => {
-                let mut b = Block::zeros(shape);
+                let mut b = Block::zeros(shape)?;
                 k::fill(&mut b.data, v);
                 self.store.replace(array, key, b, section).map_err(at)?;
             }

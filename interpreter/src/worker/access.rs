@@ -200,7 +200,7 @@ impl Worker<'_> {
             }),
             Storage::Whole(whole) => {
                 let origin = self.static_origin(r.array, &key);
-                Ok(BlockRead::Owned(extract(whole, &origin, shape)))
+                Ok(BlockRead::Owned(extract(whole, &origin, shape)?))
             }
             Storage::Regions(_) | Storage::Unused => Err(RuntimeError::new(format!(
                 "internal: {} has no blocks",
@@ -401,7 +401,7 @@ impl Worker<'_> {
         let Storage::Regions(regions) = &self.memory[r.array.index()] else {
             unreachable_storage()?
         };
-        Ok(extract(&regions[i].block, &origin, shape))
+        extract(&regions[i].block, &origin, shape)
     }
 
     pub(crate) fn write_region(&mut self, r: &RegionRef, block: &Block) -> Result<()> {
@@ -432,7 +432,7 @@ impl Worker<'_> {
                 "attempting to insert overlapping local contiguous into block map: {text}"
             )));
         }
-        let block = Block::zeros(shape);
+        let block = Block::zeros(shape)?;
         let bytes = block.data.len() * 8;
         regions.push(Region {
             lower,
@@ -550,8 +550,8 @@ fn unreachable_storage<T>() -> Result<T> {
 }
 
 /// Copies the sub-array of `src` at `origin` with `shape` into a new block.
-pub(crate) fn extract(src: &Block, origin: &[usize], shape: Vec<usize>) -> Block {
-    let mut out = Block::zeros(shape);
+pub(crate) fn extract(src: &Block, origin: &[usize], shape: Vec<usize>) -> Result<Block> {
+    let mut out = Block::zeros(shape)?;
     for_each_line(
         &src.shape,
         origin,
@@ -560,7 +560,7 @@ pub(crate) fn extract(src: &Block, origin: &[usize], shape: Vec<usize>) -> Block
             out.data[dst_at..dst_at + n].copy_from_slice(&src.data[src_at..src_at + n]);
         },
     );
-    out
+    Ok(out)
 }
 
 /// Writes `block` into `dst` at `origin`.
@@ -631,9 +631,9 @@ mod tests {
             shape: vec![4, 3],
             data: (0..12).map(f64::from).collect(),
         };
-        let b = extract(&whole, &[1, 1], vec![2, 2]);
+        let b = extract(&whole, &[1, 1], vec![2, 2]).expect("extract");
         assert_eq!(b.data, vec![5.0, 6.0, 9.0, 10.0]);
-        let mut target = Block::zeros(vec![4, 3]);
+        let mut target = Block::zeros(vec![4, 3]).expect("zeros");
         paste(&mut target, &[1, 1], &b);
         assert_eq!(target.data[5], 5.0);
         assert_eq!(target.data[10], 10.0);

@@ -117,7 +117,7 @@ impl Worker<'_> {
             ExecArg::Block(r) => {
                 let (key, shape) = self.locate(r)?;
                 let b = if zero {
-                    Block::zeros(shape)
+                    Block::zeros(shape)?
                 } else if intent == Intent::Update {
                     self.update_block(r)?
                 } else {

@@ -63,7 +63,7 @@ impl Memory {
                         };
                         predefined_array(setup, &a.name, &shape, &mut warnings)?
                     } else {
-                        Block::zeros(shape)
+                        Block::zeros(shape)?
                     };
                     Storage::Whole(block)
                 }
@@ -147,7 +147,7 @@ fn predefined_array(
                 warnings,
                 "WARNING:  No data for predefined static array {name}; it is zero-filled"
             );
-            Ok(Block::zeros(shape.to_vec()))
+            Ok(Block::zeros(shape.to_vec())?)
         }
     }
 }

@@ -15,7 +15,7 @@ impl Worker<'_> {
             Op::BlockScalar { dst, update, value } => {
                 let v = self.eval_scalar(*value)?;
                 let mut b = match update {
-                    ScalarUpdate::Fill => Block::zeros(self.operand_shape(dst)?),
+                    ScalarUpdate::Fill => Block::zeros(self.operand_shape(dst)?)?,
                     _ => self.update_operand(dst)?,
                 };
                 match update {
@@ -27,7 +27,7 @@ impl Worker<'_> {
             }
             Op::BlockCopy { dst, src, layout } => {
                 let s = self.read_operand(src)?;
-                let mut d = Block::zeros(self.operand_shape(dst)?);
+                let mut d = Block::zeros(self.operand_shape(dst)?)?;
                 arrange(&mut d, &s, layout, None)?;
                 self.write_operand(dst, d)
             }
@@ -54,7 +54,7 @@ impl Worker<'_> {
                 right,
                 sign,
             } => {
-                let mut d = Block::zeros(self.shape_of(dst)?);
+                let mut d = Block::zeros(self.shape_of(dst)?)?;
                 let (l, r) = (self.read_block(left)?, self.read_block(right)?);
                 match sign {
                     Sign::Plus => k::add(&mut d.data, &l.data, &r.data)?,
@@ -79,7 +79,7 @@ impl Worker<'_> {
             } => {
                 let f = self.eval_scalar(*factor)?;
                 let mut d = match (*accumulate, dst.array == src.array) {
-                    (false, _) => Block::zeros(self.shape_of(dst)?),
+                    (false, _) => Block::zeros(self.shape_of(dst)?)?,
                     (true, true) => self.update_block(dst)?,
                     (true, false) => self.take_block(dst)?,
                 };
@@ -99,7 +99,7 @@ impl Worker<'_> {
             Op::Slice { dst, src } => {
                 let sub = self.sub_block(src)?;
                 let whole = self.block_by_key(src, &sub.key, &sub.super_shape)?;
-                let part = super::access::extract(&whole, &sub.origin, sub.shape.clone());
+                let part = super::access::extract(&whole, &sub.origin, sub.shape.clone())?;
                 if part.shape != self.shape_of(dst)? {
                     return Err(RuntimeError::program(
                         "slice: the sub-block and the destination block differ in shape",
@@ -115,9 +115,10 @@ impl Worker<'_> {
                         "insert: the block and the destination sub-block differ in shape",
                     ));
                 }
-                let mut whole = self
-                    .block_by_key(dst, &sub.key, &sub.super_shape)
-                    .unwrap_or_else(|_| Block::zeros(sub.super_shape.clone()));
+                let mut whole = match self.block_by_key(dst, &sub.key, &sub.super_shape) {
+                    Ok(b) => b,
+                    Err(_) => Block::zeros(sub.super_shape.clone())?,
+                };
                 super::access::paste(&mut whole, &sub.origin, &part);
                 self.store_by_key(dst, sub.key, whole)
             }
@@ -178,7 +179,7 @@ impl Worker<'_> {
         let mut d = if accumulate {
             self.take_block(dst)?
         } else {
-            Block::zeros(self.shape_of(dst)?)
+            Block::zeros(self.shape_of(dst)?)?
         };
         let (l, r) = (self.read_block(left)?, self.read_block(right)?);
         let labels = |b: &BlockRef| -> Vec<u32> { b.indices.iter().map(|i| i.0).collect() };
@@ -283,7 +284,7 @@ impl Worker<'_> {
                             .offset(x, self.layout.range(x).lo, key.segments[d])
                     })
                     .collect();
-                Ok(super::access::extract(whole, &origin, shape.to_vec()))
+                super::access::extract(whole, &origin, shape.to_vec())
             }
             _ => Err(RuntimeError::new("internal: no blocks")),
         }
@@ -360,7 +361,7 @@ impl Worker<'_> {
             let text = self.block_text(array, &key);
             if let Storage::Blocks(map) = &mut self.memory[array.index()] {
                 if allocate {
-                    map.insert(key, Block::zeros(shape));
+                    map.insert(key, Block::zeros(shape)?);
                 } else if map.remove(&key).is_none() {
                     return Err(RuntimeError::program(format!(
                         "attempting to remove a non-existent block {text}"

@@ -523,7 +523,9 @@ fn run_mpi(
     registry: &sial_interpreter::specials::Registry,
     out: &mut (dyn std::io::Write + Send),
     options: &sial_interpreter::options::Options,
-    done: impl FnMut(&sial_interpreter::worker::FinalState<'_>),
+    done: impl FnMut(
+        &sial_interpreter::worker::FinalState<'_>,
+    ) -> Result<(), sial_interpreter::error::RuntimeError>,
 ) -> Result<Option<sial_interpreter::job::Report>, sial_interpreter::error::RuntimeError> {
     sial_interpreter::job::mpi::run(programs, setup, registry, out, options, done)
 }
@@ -535,7 +537,9 @@ fn run_mpi(
     _: &sial_interpreter::specials::Registry,
     _: &mut (dyn std::io::Write + Send),
     _: &sial_interpreter::options::Options,
-    _: impl FnMut(&sial_interpreter::worker::FinalState<'_>),
+    _: impl FnMut(
+        &sial_interpreter::worker::FinalState<'_>,
+    ) -> Result<(), sial_interpreter::error::RuntimeError>,
 ) -> Result<Option<sial_interpreter::job::Report>, sial_interpreter::error::RuntimeError> {
     // `mpi_processes` is None without the feature.
     Err(sial_interpreter::error::RuntimeError::new(

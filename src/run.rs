@@ -3,6 +3,7 @@
 
 use super::*;
 use sial_interpreter::checkpoint::JobDir;
+use sial_interpreter::dump::DumpFile;
 use sial_interpreter::job::Report;
 use sial_interpreter::options::Options as RunOptions;
 use sial_interpreter::setup::Setup;
@@ -182,16 +183,18 @@ fn execute(
     let mut registry = sial_interpreter::specials::general_registry();
     sial_chemistry::register(&mut registry);
     let mut out = std::io::BufWriter::new(std::io::stdout());
-    let mut dumped = Vec::new();
+    // Written after every program: a job that fails later (under mpirun, where a failing
+    // rank stops every process) keeps the dump of what completed. Only the process of worker
+    // 0 writes it.
+    let mut dump = None;
     let mut finished = Vec::new();
     let mut collect = |state: &FinalState<'_>| {
         if let Some(path) = &args.dump {
-            dumped.push(sial_interpreter::dump::program(state));
-            // Written after every program: a job that fails later (under mpirun, where a
-            // failing rank stops every process) keeps the dump of what completed.
-            if dumped.len() < compiled.len() {
-                // A failure to write is reported by the final write.
-                let _ = write_dump(path, &dumped);
+            if dump.is_none() {
+                dump = Some(DumpFile::create(path)?);
+            }
+            if let Some(d) = &mut dump {
+                d.program(state)?;
             }
         }
         finished.push(sial_chemistry::results::ProgramScalars {
@@ -204,6 +207,7 @@ fn execute(
                 .map(|(s, v)| (s.name.clone(), *v))
                 .collect(),
         });
+        Ok(())
     };
     let result = if mpi.is_some() {
         match run_mpi(compiled, setup, &registry, &mut out, options, &mut collect) {
@@ -217,10 +221,11 @@ fn execute(
     };
     let _ = out.flush();
     drop(out);
-    if let Some(path) = &args.dump
-        && let Err(e) = write_dump(path, &dumped)
+    // A job that failed in its first program still leaves a (program-less) dump.
+    if let (Some(path), None) = (&args.dump, &dump)
+        && let Err(e) = DumpFile::create(path)
     {
-        return fail(e);
+        return fail(e.to_string());
     }
     let energies = sial_chemistry::results::energies(&finished);
     if let Some(path) = &args.results {
@@ -276,12 +281,6 @@ fn report_success(
 }
 
 /// `--dump`: the final state of every program that completed.
-fn write_dump(path: &Path, programs: &[serde_json::Value]) -> Result<(), String> {
-    let text = serde_json::to_string_pretty(&sial_interpreter::dump::job(programs.to_vec()))
-        .unwrap_or_default();
-    std::fs::write(path, text + "\n").map_err(|e| format!("cannot write {}: {e}", path.display()))
-}
-
 fn is_setup_file(p: &Path) -> bool {
     p.extension()
         .is_some_and(|e| e == "toml" || e == "json" || e == "dat")

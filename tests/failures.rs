@@ -399,11 +399,21 @@ fn blocks_too_big_for_the_budget_are_named_before_allocation() {
         }
     }
     // A budget larger than the machine (here: than any machine's address space, 589 TiB for
-    // one block): the allocator's refusal is an error at the line, not an abort.
+    // the largest block, 216 GB for the smallest): the allocator's refusal is an error at the
+    // line, not an abort. Where the kernel grants every allocation (overcommit mode 1) there is
+    // no refusal to see.
+    let always_granted =
+        std::fs::read_to_string("/proc/sys/vm/overcommit_memory").is_ok_and(|m| m.trim() == "1");
+    if always_granted {
+        eprintln!("vm.overcommit_memory = 1: allocations are never refused here; not checked");
+    }
     for ranks in [
         ["--workers", "1", "--servers", "0"],
         ["--workers", "2", "--servers", "1"],
-    ] {
+    ]
+    .into_iter()
+    .filter(|_| !always_granted)
+    {
         let mut args = vec![
             program.as_ref(),
             "--segments",
@@ -414,10 +424,21 @@ fn blocks_too_big_for_the_budget_are_named_before_allocation() {
         args.extend(ranks);
         let (ok, err) = sial_in(&dir, &args);
         assert!(!ok);
+        // Which block a worker allocates first depends on the worker: the size said is that
+        // of the shape said.
+        let shape: Vec<u64> = err
+            .split("out of memory: a block of [")
+            .nth(1)
+            .and_then(|r| r.split(']').next())
+            .unwrap_or_default()
+            .split(", ")
+            .filter_map(|e| e.parse().ok())
+            .collect();
+        assert_eq!(shape.len(), 4, "{err}");
+        let bytes = shape.iter().product::<u64>() * 8;
         assert!(
-            err.contains(
-                "out of memory: a block of [3000, 3000, 3000, 3000] (648000000000000 bytes) cannot be allocated"
-            ) && err.contains("put_get_contract:20"),
+            err.contains(&format!("({bytes} bytes) cannot be allocated"))
+                && err.contains("put_get_contract:20"),
             "{err}"
         );
         assert!(!err.contains("panicked") && !err.contains("died"), "{err}");

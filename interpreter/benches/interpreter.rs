@@ -77,7 +77,7 @@ fn run(program: &Program, setup: &Setup, registry: &Registry) -> Duration {
             work_dir: std::env::temp_dir(),
             ..Default::default()
         },
-        |_| {},
+        |_| Ok(()),
     )
     .expect("benchmark program runs");
     start.elapsed()

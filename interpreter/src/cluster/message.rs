@@ -63,8 +63,14 @@ pub enum ToServer {
         array: u32,
         label: String,
     },
-    /// Reply with every block of the array (for `--dump`).
-    Snapshot { from: Origin, array: u32 },
+    /// Reply with the keys of the array's blocks here (`--dump`, before their data).
+    SnapshotKeys { from: Origin, array: u32 },
+    /// Reply with these blocks of the array (`--dump`: a bounded batch at a time).
+    Snapshot {
+        from: Origin,
+        array: u32,
+        keys: Vec<BlockKey>,
+    },
     /// The program is over: save what was marked, reply `Ended` with the statistics.
     EndProgram { from: Origin },
 }
@@ -79,6 +85,7 @@ impl ToServer {
             | ToServer::Sync { from }
             | ToServer::SetPersistent { from, .. }
             | ToServer::RestorePersistent { from, .. }
+            | ToServer::SnapshotKeys { from, .. }
             | ToServer::Snapshot { from, .. }
             | ToServer::EndProgram { from } => *from,
         }
@@ -135,6 +142,11 @@ pub enum ToWorker {
     },
     Synced {
         server: u32,
+    },
+    SnapshotKeys {
+        server: u32,
+        array: u32,
+        keys: Vec<BlockKey>,
     },
     Snapshot {
         server: u32,

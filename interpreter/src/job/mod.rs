@@ -23,7 +23,7 @@ use crate::persist::Persisted;
 use crate::server::{Saved, serve};
 use crate::setup::Setup;
 use crate::specials::Registry;
-use crate::worker::{Env, FinalState, Worker, WorkerStats};
+use crate::worker::{Done, Env, FinalState, Worker, WorkerStats};
 use sial_bytecode::Program;
 use std::io::Write;
 use std::path::PathBuf;
@@ -79,7 +79,7 @@ trait Transport {
         &mut self,
         ranks: &Ranks<'_>,
         out: &mut (dyn Write + Send),
-        done: &mut dyn FnMut(&FinalState<'_>),
+        done: &mut Done<'_>,
     ) -> Result<Option<Figures>>;
 }
 
@@ -91,7 +91,7 @@ pub fn run(
     registry: &Registry,
     out: &mut (dyn Write + Send),
     options: &Options,
-    done: impl FnMut(&FinalState<'_>),
+    done: impl FnMut(&FinalState<'_>) -> Result<()>,
 ) -> Result<Report> {
     if options.servers == 0 && options.workers != 1 {
         return Err(RuntimeError::input(format!(
@@ -122,7 +122,7 @@ fn drive(
     programs: &[Program],
     inputs: JobInputs<'_>,
     out: &mut (dyn Write + Send),
-    mut done: impl FnMut(&FinalState<'_>),
+    mut done: impl FnMut(&FinalState<'_>) -> Result<()>,
     transport: &mut dyn Transport,
 ) -> Result<Option<Report>> {
     let started = Instant::now();
@@ -245,7 +245,7 @@ impl Ranks<'_> {
         &self,
         link: &mut dyn WorkerLink,
         out: &mut dyn Write,
-        done: &mut dyn FnMut(&FinalState<'_>),
+        done: &mut Done<'_>,
     ) -> Result<(WorkerStats, Vec<ServerStats>)> {
         let options = self.options();
         let first = link.rank() == 0;
@@ -278,13 +278,10 @@ fn run_program<'a>(
     program: &'a Program,
     env: Env<'a>,
     link: &'a mut dyn WorkerLink,
-    done: &mut dyn FnMut(&FinalState<'_>),
+    done: &mut Done<'_>,
 ) -> Result<(WorkerStats, Vec<ServerStats>)> {
     let mut worker = Worker::new(program, env, link).map_err(|e| e.at(&program.name, 0))?;
-    worker.run()?;
-    if worker.rank() == 0 {
-        done(&worker.state());
-    }
+    worker.run(done)?;
     Ok((worker.stats(), worker.take_server_stats()))
 }
 

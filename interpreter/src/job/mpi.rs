@@ -12,7 +12,7 @@ use crate::error::{Result, RuntimeError};
 use crate::options::Options;
 use crate::setup::Setup;
 use crate::specials::Registry;
-use crate::worker::{FinalState, WorkerStats};
+use crate::worker::{Done, FinalState, WorkerStats};
 use ::mpi::Threading;
 use ::mpi::topology::{Communicator, SimpleCommunicator};
 use sial_bytecode::Program;
@@ -30,7 +30,7 @@ pub fn run(
     registry: &Registry,
     out: &mut (dyn Write + Send),
     options: &Options,
-    done: impl FnMut(&FinalState<'_>),
+    done: impl FnMut(&FinalState<'_>) -> Result<()>,
 ) -> Result<Option<Report>> {
     // The heartbeat thread calls MPI beside the rank's own thread.
     let wanted = match options.heartbeat {
@@ -161,7 +161,7 @@ impl Transport for Processes {
         &mut self,
         ranks: &Ranks<'_>,
         out: &mut (dyn Write + Send),
-        done: &mut dyn FnMut(&FinalState<'_>),
+        done: &mut Done<'_>,
     ) -> Result<Option<Figures>> {
         let figures = match &mut self.0 {
             Link::Server(link) => {
@@ -185,7 +185,7 @@ fn work(
     ranks: &Ranks<'_>,
     link: &mut crate::cluster::mpi::MpiWorker,
     out: &mut (dyn Write + Send),
-    done: &mut dyn FnMut(&FinalState<'_>),
+    done: &mut Done<'_>,
 ) -> Result<Option<Figures>> {
     let rank = link.rank();
     if ranks.worker_dies(rank) {
@@ -195,7 +195,7 @@ fn work(
     let (mine, mut servers) = if rank == 0 {
         ranks.work(link, out, done)?
     } else {
-        ranks.work(link, &mut std::io::stdout(), &mut |_| {})?
+        ranks.work(link, &mut std::io::stdout(), &mut |_| Ok(()))?
     };
     let all = link.all_gather(stats_out(&mine))?;
     if rank != 0 {

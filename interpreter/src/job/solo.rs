@@ -4,7 +4,7 @@
 use super::{Figures, Ranks, Transport, add_servers};
 use crate::cluster::message::ServerStats;
 use crate::error::Result;
-use crate::worker::FinalState;
+use crate::worker::Done;
 use std::io::Write;
 
 pub(super) struct Solo;
@@ -14,7 +14,7 @@ impl Transport for Solo {
         &mut self,
         ranks: &Ranks<'_>,
         out: &mut (dyn Write + Send),
-        done: &mut dyn FnMut(&FinalState<'_>),
+        done: &mut Done<'_>,
     ) -> Result<Option<Figures>> {
         let saved = ranks.saved_at_start(0)?;
         let mut at_end = ranks.server_checkpoint(0);

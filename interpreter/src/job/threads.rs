@@ -6,7 +6,7 @@ use super::{Figures, Ranks, Transport, add_servers, panic_text};
 use crate::cluster::message::ServerStats;
 use crate::cluster::{Abort, ServerLink, WorkerLink, local};
 use crate::error::{Result, RuntimeError};
-use crate::worker::{FinalState, WorkerStats};
+use crate::worker::{Done, WorkerStats};
 use std::io::Write;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
@@ -18,7 +18,7 @@ impl Transport for Threads {
         &mut self,
         ranks: &Ranks<'_>,
         out: &mut (dyn Write + Send),
-        done: &mut dyn FnMut(&FinalState<'_>),
+        done: &mut Done<'_>,
     ) -> Result<Option<Figures>> {
         let options = ranks.options();
         let abort = Arc::new(Abort::default());
@@ -57,7 +57,7 @@ impl Transport for Threads {
                             panic!("injected fault");
                         }
                         let mut out = std::io::stdout();
-                        Ok(ranks.work(&mut link, &mut out, &mut |_| {})?.0)
+                        Ok(ranks.work(&mut link, &mut out, &mut |_| Ok(()))?.0)
                     })
                 }));
             }

@@ -180,8 +180,21 @@ impl<'p> Server<'p> {
                     self.restore(from, array, &label, saved)?
                 }
             }
-            ToServer::Snapshot { from, array } => {
-                let blocks = self.all_blocks(array)?;
+            ToServer::SnapshotKeys { from, array } => {
+                let mut keys = self.store.keys(array);
+                keys.sort();
+                let m = ToWorker::SnapshotKeys {
+                    server: self.rank as u32,
+                    array,
+                    keys,
+                };
+                reply(from.worker as usize, m)?;
+            }
+            ToServer::Snapshot { from, array, keys } => {
+                let mut blocks = Vec::with_capacity(keys.len());
+                for key in keys {
+                    blocks.push((key, self.store.peek(array, &key)?));
+                }
                 let m = ToWorker::Snapshot {
                     server: self.rank as u32,
                     array,

@@ -92,11 +92,6 @@ impl Memory {
         &self.arrays
     }
 
-    /// An empty block map whose blocks count as held.
-    pub(crate) fn block_map(&self) -> BlockMap {
-        BlockMap::new(Rc::clone(&self.held))
-    }
-
     /// Bytes of the worker's own blocks: block maps, static arrays, contiguous regions.
     pub(crate) fn own_bytes(&self) -> usize {
         self.held.get() + self.fixed_bytes + self.region_bytes

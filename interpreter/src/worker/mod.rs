@@ -22,7 +22,7 @@ use crate::layout::Layout;
 use crate::persist::Persisted;
 use crate::setup::Setup;
 use crate::specials::Registry;
-use crate::store::Storage;
+use crate::store::{Block, BlockKey, Storage};
 use loops::Frame;
 use memory::Memory;
 use remote::Net;
@@ -147,7 +147,9 @@ impl<'a> Worker<'a> {
     }
 
     /// Runs the program to its end; then saves what was marked persistent.
-    pub fn run(&mut self) -> Result<()> {
+    /// Runs the program to its end; worker 0 gives `done` the final state (after the last
+    /// barrier, while the servers still hold the program's arrays).
+    pub fn run(&mut self, done: &mut Done<'_>) -> Result<()> {
         let mut pc = 0usize;
         let profile = self.env.options.profile;
         while let Some(ins) = self.program.code.get(pc) {
@@ -168,29 +170,26 @@ impl<'a> Worker<'a> {
                 Err(e) => return Err(e.at(&self.program.name, ins.loc.line)),
             };
         }
-        self.finish().map_err(|e| e.at(&self.program.name, 0))
+        self.finish(done).map_err(|e| e.at(&self.program.name, 0))
     }
 
-    /// The end of a program (SIAL-SPEC §7.9): the implicit barrier, the final state of the
-    /// servers' arrays (for dumps), persistent objects saved, the servers told to finish.
-    fn finish(&mut self) -> Result<()> {
+    /// The end of a program (SIAL-SPEC §7.9): the implicit barrier, the final state (worker
+    /// 0, for dumps and results), persistent objects saved, the servers told to finish.
+    fn finish(&mut self, done: &mut Done<'_>) -> Result<()> {
         // Local blocks outlive the program only in a dump.
         if self.env.options.snapshot {
             self.flush_all()?;
         }
         self.barrier()?;
-        if self.env.options.snapshot && self.rank == 0 {
-            for (a, array) in self.program.arrays.iter().enumerate() {
-                if !matches!(self.memory[a], Storage::Remote) || !array.kind.is_remote() {
-                    continue;
-                }
-                let blocks = self.net.get_mut().snapshot(a as u32)?;
-                let mut map = self.memory.block_map();
-                for (k, b) in blocks {
-                    map.insert(k, std::sync::Arc::unwrap_or_clone(b));
-                }
-                self.memory[a] = Storage::Blocks(map);
-            }
+        if self.rank == 0 {
+            done(&FinalState {
+                program: self.program,
+                layout: &self.layout,
+                ints: &self.ints,
+                scalars: &self.scalars,
+                storage: self.memory.arrays(),
+                remote: &self.net,
+            })?;
         }
         self.save_persistent()?;
         let net = self.net.get_mut();
@@ -475,24 +474,80 @@ impl<'a> Worker<'a> {
         let line = self.line;
         self.net.get_mut().tell_all_servers(msg, line)
     }
-
-    /// The final state: ints, scalars, storage (for dumps and tests).
-    pub fn state(&self) -> FinalState<'_> {
-        FinalState {
-            program: self.program,
-            layout: &self.layout,
-            ints: &self.ints,
-            scalars: &self.scalars,
-            storage: self.memory.arrays(),
-        }
-    }
 }
 
-/// Read-only view of a finished program's state.
+/// What worker 0 does with each program's final state (writes dumps, collects results).
+pub type Done<'d> = dyn FnMut(&FinalState<'_>) -> Result<()> + 'd;
+
+/// Read-only view of a finished program's state. The blocks of distributed and served arrays
+/// stay at the servers; [`FinalState::remote_blocks`] reads them a bounded batch at a time.
 pub struct FinalState<'w> {
     pub program: &'w Program,
     pub layout: &'w Layout,
     pub ints: &'w [i32],
     pub scalars: &'w [f64],
+    /// Every array's storage on worker 0 (`Storage::Remote` for distributed and served ones).
     pub storage: &'w [Storage],
+    remote: &'w dyn Remote,
+}
+
+/// Bytes of block data fetched at once for [`FinalState::remote_blocks`] (at least one block).
+const SNAPSHOT_BATCH_BYTES: usize = 64 << 20;
+
+impl FinalState<'_> {
+    /// Every block of a distributed or served array, in block-key order, given to `each` one
+    /// at a time; worker 0 holds at most a batch of them (64 MiB, or one larger block).
+    pub fn remote_blocks(
+        &self,
+        array: usize,
+        each: &mut dyn FnMut(&BlockKey, &Block) -> Result<()>,
+    ) -> Result<()> {
+        let keys = self.remote.keys(array as u32)?;
+        let mut start = 0;
+        while start < keys.len() {
+            let mut end = start;
+            let mut bytes = 0;
+            while end < keys.len() && (end == start || bytes < SNAPSHOT_BATCH_BYTES) {
+                bytes += self.block_bytes(array, &keys[end].0);
+                end += 1;
+            }
+            for (key, block) in self.remote.blocks(array as u32, &keys[start..end])? {
+                each(&key, &block)?;
+            }
+            start = end;
+        }
+        Ok(())
+    }
+
+    fn block_bytes(&self, array: usize, key: &BlockKey) -> usize {
+        let dims = &self.program.arrays[array].dims;
+        dims.iter()
+            .zip(key.segments.iter().zip(key.parents))
+            .map(|(&d, (&s, p))| self.layout.extent(d, s, p))
+            .product::<usize>()
+            * 8
+    }
+}
+
+/// The servers' blocks, as worker 0 reads them for [`FinalState::remote_blocks`].
+trait Remote {
+    fn keys(&self, array: u32) -> Result<Vec<(BlockKey, usize)>>;
+    fn blocks(
+        &self,
+        array: u32,
+        keys: &[(BlockKey, usize)],
+    ) -> Result<Vec<(BlockKey, std::sync::Arc<Block>)>>;
+}
+
+impl Remote for RefCell<Net<'_>> {
+    fn keys(&self, array: u32) -> Result<Vec<(BlockKey, usize)>> {
+        self.borrow_mut().snapshot_keys(array)
+    }
+    fn blocks(
+        &self,
+        array: u32,
+        keys: &[(BlockKey, usize)],
+    ) -> Result<Vec<(BlockKey, std::sync::Arc<Block>)>> {
+        self.borrow_mut().snapshot_blocks(array, keys)
+    }
 }

@@ -119,7 +119,9 @@ pub(crate) struct Net<'a> {
     pub section: u32,
     /// Servers that answered this barrier's `Sync`.
     synced: usize,
-    snapshots: Vec<(u32, Blocks)>,
+    /// Replies to `--dump`'s requests: keys (array, server, keys) and blocks (array, server).
+    snapshot_keys: Vec<(u32, usize, Vec<BlockKey>)>,
+    snapshots: Vec<(u32, usize, Blocks)>,
     ended: Vec<ServerStats>,
     pub stats: WorkerStats,
     /// Per server: prefetched blocks a `get` used in this section, reported at the barrier.
@@ -152,6 +154,7 @@ impl<'a> Net<'a> {
             sites: Sites::new(program, prefetch),
             section: 0,
             synced: 0,
+            snapshot_keys: Vec::new(),
             snapshots: Vec::new(),
             ended: Vec::new(),
             stats: WorkerStats::default(),
@@ -265,7 +268,16 @@ impl<'a> Net<'a> {
                 section,
             } => self.missing(array, key, section)?,
             ToWorker::Synced { .. } => self.synced += 1,
-            ToWorker::Snapshot { array, blocks, .. } => self.snapshots.push((array, blocks)),
+            ToWorker::SnapshotKeys {
+                server,
+                array,
+                keys,
+            } => self.snapshot_keys.push((array, server as usize, keys)),
+            ToWorker::Snapshot {
+                server,
+                array,
+                blocks,
+            } => self.snapshots.push((array, server as usize, blocks)),
             ToWorker::Ended { stats, .. } => self.ended.push(stats),
         }
         Ok(())
@@ -554,19 +566,48 @@ impl<'a> Net<'a> {
         Ok(())
     }
 
-    /// Every block of `array` held by the servers (after a barrier).
-    pub fn snapshot(&mut self, array: u32) -> Result<Blocks> {
-        self.tell_all_servers(|from| ToServer::Snapshot { from, array }, 0)?;
-        let mut blocks = Vec::new();
+    /// The keys of every block of `array` the servers hold (after a barrier), sorted, each
+    /// with the server that holds it.
+    pub fn snapshot_keys(&mut self, array: u32) -> Result<Vec<(BlockKey, usize)>> {
+        self.tell_all_servers(|from| ToServer::SnapshotKeys { from, array }, 0)?;
+        let mut keys = Vec::new();
         let mut got = 0;
         while got < self.link.servers() {
-            if let Some(i) = self.snapshots.iter().position(|(a, _)| *a == array) {
-                blocks.extend(self.snapshots.swap_remove(i).1);
+            if let Some(i) = self.snapshot_keys.iter().position(|r| r.0 == array) {
+                let (_, server, k) = self.snapshot_keys.swap_remove(i);
+                keys.extend(k.into_iter().map(|k| (k, server)));
                 got += 1;
             } else {
                 self.receive_one()?;
             }
         }
+        keys.sort();
+        Ok(keys)
+    }
+
+    /// The blocks `keys` (from [`Net::snapshot_keys`]) of `array`, in that order.
+    pub fn snapshot_blocks(&mut self, array: u32, keys: &[(BlockKey, usize)]) -> Result<Blocks> {
+        let mut servers: Vec<usize> = keys.iter().map(|k| k.1).collect();
+        servers.sort_unstable();
+        servers.dedup();
+        for &server in &servers {
+            let from = self.origin(0);
+            let keys = keys.iter().filter(|k| k.1 == server).map(|k| k.0).collect();
+            self.send(server, ToServer::Snapshot { from, array, keys })?;
+        }
+        let mut blocks = Vec::with_capacity(keys.len());
+        let mut got = 0;
+        while got < servers.len() {
+            if let Some(i) = self.snapshots.iter().position(|r| r.0 == array) {
+                blocks.extend(self.snapshots.swap_remove(i).2);
+                got += 1;
+            } else {
+                self.receive_one()?;
+            }
+        }
+        let order: std::collections::HashMap<BlockKey, usize> =
+            keys.iter().enumerate().map(|(i, k)| (k.0, i)).collect();
+        blocks.sort_by_key(|(k, _)| order.get(k).copied().unwrap_or(usize::MAX));
         Ok(blocks)
     }
 

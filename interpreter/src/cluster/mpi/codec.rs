@@ -54,7 +54,10 @@ pub(super) fn encode_reply(msg: ToWorker) -> (Vec<u8>, Vec<Arc<Block>>) {
     let blocks = match msg {
         ToWorker::Block { block, .. } => vec![block],
         ToWorker::Snapshot { blocks, .. } => blocks.into_iter().map(|(_, b)| b).collect(),
-        ToWorker::Missing { .. } | ToWorker::Synced { .. } | ToWorker::Ended { .. } => Vec::new(),
+        ToWorker::Missing { .. }
+        | ToWorker::Synced { .. }
+        | ToWorker::SnapshotKeys { .. }
+        | ToWorker::Ended { .. } => Vec::new(),
     };
     (header, blocks)
 }
@@ -68,7 +71,10 @@ pub(super) fn decode_reply(
     let blocks: Vec<&mut Arc<Block>> = match &mut msg {
         ToWorker::Block { block, .. } => vec![block],
         ToWorker::Snapshot { blocks, .. } => blocks.iter_mut().map(|(_, b)| b).collect(),
-        ToWorker::Missing { .. } | ToWorker::Synced { .. } | ToWorker::Ended { .. } => Vec::new(),
+        ToWorker::Missing { .. }
+        | ToWorker::Synced { .. }
+        | ToWorker::SnapshotKeys { .. }
+        | ToWorker::Ended { .. } => Vec::new(),
     };
     for b in blocks {
         // Just deserialised: nothing else holds it.
@@ -150,7 +156,12 @@ mod tests {
                 array: 1,
                 label: "t2_ab".into(),
             },
-            ToServer::Snapshot { from, array: 0 },
+            ToServer::Snapshot {
+                from,
+                array: 0,
+                keys: vec![key()],
+            },
+            ToServer::SnapshotKeys { from, array: 1 },
             ToServer::EndProgram { from },
         ];
         for msg in msgs {
@@ -215,6 +226,11 @@ mod tests {
                         block(0),
                     ),
                 ],
+            },
+            ToWorker::SnapshotKeys {
+                server: 1,
+                array: 3,
+                keys: vec![key()],
             },
             ToWorker::Ended { server: 0, stats },
         ];

@@ -45,6 +45,22 @@ pub fn output_file(option: &str, path: &Path) -> Result<(), String> {
     }
 }
 
+/// An output folder (`--dump-arrays`) exists or can be made, and can be written.
+pub fn output_dir(option: &str, dir: &Path) -> Result<(), String> {
+    let cannot = |e: std::io::Error| format!("{option} {}: cannot write there: {e}", dir.display());
+    if dir.exists() && !dir.is_dir() {
+        return Err(format!(
+            "{option} {}: is a file; give a folder",
+            dir.display()
+        ));
+    }
+    std::fs::create_dir_all(dir).map_err(cannot)?;
+    let probe = dir.join(format!(".sial-probe-{}", std::process::id()));
+    std::fs::write(&probe, b"").map_err(cannot)?;
+    let _ = std::fs::remove_file(probe);
+    Ok(())
+}
+
 /// Every `--set NAME=VALUE` names a value the setup file defines or a predefined int or
 /// scalar of one of the programs (a typo is an error with the nearest name), and a value for a
 /// predefined int is an int.
@@ -144,6 +160,9 @@ mod tests {
         assert!(output_file("--dump", &dir.join("no-such-folder-sial/d.json")).is_err());
         let f = dir.join(format!("sial-check-{}.json", std::process::id()));
         assert!(output_file("--dump", &f).is_ok());
+        assert!(output_dir("--dump-arrays", &f).is_err());
+        assert!(output_dir("--dump-arrays", &dir.join("sial-arrays-check/a/b")).is_ok());
+        let _ = std::fs::remove_dir_all(dir.join("sial-arrays-check"));
         assert!(!f.exists(), "the check leaves nothing behind");
     }
 }

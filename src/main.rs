@@ -352,6 +352,10 @@ struct RunArgs {
     /// Write the final state of every program as JSON (format sial-dump/1).
     #[arg(long, value_name = "FILE.json")]
     dump: Option<PathBuf>,
+    /// Write every array of every program as numpy .npy files into DIR/PROGRAM/ (with the
+    /// scalars and ints in values.json); any size, one block in memory at a time.
+    #[arg(long, value_name = "DIR")]
+    dump_arrays: Option<PathBuf>,
     /// Write the energies the job computed under fixed names (format sial-results/1:
     /// scf_energy, mp2_correlation, ccsd_correlation, triples_correction, total_energy, ...).
     #[arg(long, value_name = "FILE.json")]

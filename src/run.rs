@@ -4,6 +4,7 @@
 use super::*;
 use sial_interpreter::checkpoint::JobDir;
 use sial_interpreter::dump::DumpFile;
+use sial_interpreter::dump::arrays::ArrayDir;
 use sial_interpreter::job::Report;
 use sial_interpreter::options::Options as RunOptions;
 use sial_interpreter::setup::Setup;
@@ -60,6 +61,9 @@ fn run_options(args: &RunArgs, mpi: Option<usize>) -> Result<RunOptions, String>
             checks::output_file(option, path)?;
         }
     }
+    if let Some(dir) = &args.dump_arrays {
+        checks::output_dir("--dump-arrays", dir)?;
+    }
     let size = |option: &str, value: &Option<String>| {
         value
             .as_deref()
@@ -82,7 +86,7 @@ fn run_options(args: &RunArgs, mpi: Option<usize>) -> Result<RunOptions, String>
             .unwrap_or(sial_interpreter::options::DEFAULT_WORKER_MEMORY),
         server_memory: size("--server-memory", &args.server_memory)?.unwrap_or(usize::MAX),
         scratch_limit: size("--scratch-limit", &args.scratch_limit)?.map(|m| m as u64),
-        snapshot: args.dump.is_some(),
+        snapshot: args.dump.is_some() || args.dump_arrays.is_some(),
         fault: args.inject_fault.as_deref().map(parse_fault).transpose()?,
         scratch_dir: args.scratch_dir.clone(),
         keep_scratch: args.keep_scratch,
@@ -187,6 +191,7 @@ fn execute(
     // rank stops every process) keeps the dump of what completed. Only the process of worker
     // 0 writes it.
     let mut dump = None;
+    let mut arrays = None;
     let mut finished = Vec::new();
     let mut collect = |state: &FinalState<'_>| {
         if let Some(path) = &args.dump {
@@ -195,6 +200,14 @@ fn execute(
             }
             if let Some(d) = &mut dump {
                 d.program(state)?;
+            }
+        }
+        if let Some(dir) = &args.dump_arrays {
+            if arrays.is_none() {
+                arrays = Some(ArrayDir::create(dir)?);
+            }
+            if let Some(a) = &mut arrays {
+                a.program(state)?;
             }
         }
         finished.push(sial_chemistry::results::ProgramScalars {

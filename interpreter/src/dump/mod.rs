@@ -6,6 +6,8 @@
 //! After each program the file is a complete document: the closing brackets are written, and
 //! the next program is written over them.
 
+pub mod arrays;
+
 use crate::error::{Result, RuntimeError};
 use crate::store::{Block, BlockKey, Storage};
 use crate::worker::FinalState;

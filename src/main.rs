@@ -308,6 +308,9 @@ struct RunArgs {
     /// or a fixed depth N.
     #[arg(long, value_name = "off|auto|N", default_value = "auto")]
     prefetch: String,
+    /// Testing aid: show progress for what runs longer than this (default 2s).
+    #[arg(long, value_name = "TIME", hide = true)]
+    progress_after: Option<String>,
     /// Under mpirun: stop the job when a rank has not answered for this long (a stopped or
     /// hung process), e.g. 30s, 10min; 0 never (default 60s).
     #[arg(long, value_name = "TIME")]

@@ -101,6 +101,12 @@ fn run_options(args: &RunArgs, mpi: Option<usize>) -> Result<RunOptions, String>
             Some(Err(e)) => return Err(format!("--heartbeat: {e}")),
         },
         profile: args.profile,
+        progress: match args.progress_after.as_deref().map(parse_duration) {
+            _ if args.quiet => None,
+            None => Some(sial_interpreter::options::DEFAULT_PROGRESS_AFTER),
+            Some(Ok(d)) => Some(d),
+            Some(Err(e)) => return Err(format!("--progress-after: {e}")),
+        },
         gpu: gpu_options(args)?,
         ..RunOptions::default()
     })

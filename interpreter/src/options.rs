@@ -51,10 +51,16 @@ pub struct Options {
     pub profile: bool,
     /// `--device`, `--gpu-memory`, `--pinned-memory` and the device backend.
     pub gpu: GpuOptions,
+    /// Progress lines on stderr (worker 0; `sial run` unless `-q`): pardo loops and programs
+    /// of a job that have run longer than this.
+    pub progress: Option<Duration>,
     /// Under MPI: how long a rank may stay silent before the job is stopped (`--heartbeat`;
     /// `None`: never).
     pub heartbeat: Option<Duration>,
 }
+
+/// Progress is shown for what runs longer than this (`--progress-after`, a testing aid).
+pub const DEFAULT_PROGRESS_AFTER: Duration = Duration::from_secs(2);
 
 /// Default of `--heartbeat`: long enough for a loaded machine, short enough that a stopped
 /// rank does not hold a cluster allocation for long.
@@ -119,6 +125,7 @@ impl Default for Options {
             prefetch: PrefetchMode::default(),
             simulated_latency: Duration::ZERO,
             heartbeat: Some(DEFAULT_HEARTBEAT),
+            progress: None,
             profile: false,
             gpu: GpuOptions::default(),
         }

@@ -252,8 +252,23 @@ impl Ranks<'_> {
         let mut persisted = self.resume.persisted.clone();
         let mut mine = WorkerStats::default();
         let mut servers = Vec::new();
+        let started = Instant::now();
+        let count = self.resume.completed + self.todo.len();
         for (i, program) in self.todo.iter().enumerate() {
             let index = self.resume.completed + i;
+            // Progress of a long job of several programs (worker 0, unless quiet).
+            if first
+                && count > 1
+                && let Some(after) = options.progress
+                && started.elapsed() >= after
+            {
+                eprintln!(
+                    "sial: program {} of {count}, {}, starts after {:.1} s",
+                    index + 1,
+                    program.name,
+                    started.elapsed().as_secs_f64()
+                );
+            }
             let env = Env {
                 setup: self.inputs.setup,
                 registry: self.inputs.registry,

@@ -29,6 +29,28 @@ pub(crate) struct Frame {
     pub(super) carried: Option<(usize, Box<Ahead>)>,
 }
 
+impl Frame {
+    /// Iterations of the loop before where clauses.
+    pub(super) fn iterations(&self) -> u64 {
+        self.lo
+            .iter()
+            .zip(&self.hi)
+            .map(|(l, h)| (i64::from(*h) - i64::from(*l) + 1).max(0) as u64)
+            .product()
+    }
+
+    /// How many iterations come before the current one, in odometer order.
+    pub(super) fn position(&self) -> u64 {
+        let mut at = 0;
+        let mut stride = 1;
+        for ((c, l), h) in self.current.iter().zip(&self.lo).zip(&self.hi) {
+            at += (i64::from(*c) - i64::from(*l)).max(0) as u64 * stride;
+            stride *= (i64::from(*h) - i64::from(*l) + 1).max(0) as u64;
+        }
+        at
+    }
+}
+
 /// Pardo loop managers (SIAL-SPEC §7.10).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Manager {
@@ -105,6 +127,12 @@ impl Worker<'_> {
         };
         let empty = frame.hi.iter().zip(&frame.lo).any(|(h, l)| h < l);
         if !empty && self.first_valid(&mut frame, true)? {
+            if frame.pardo {
+                let (program, line) = (&self.program.name, self.line);
+                let label = || format!("pardo at {program}:{line}");
+                self.progress.start(pc, label, frame.iterations());
+                self.progress.step(pc, frame.position());
+            }
             self.frames.push(frame);
             self.scopes.open();
             self.loop_started();
@@ -144,11 +172,13 @@ impl Worker<'_> {
             ));
         }
         if self.first_valid(&mut frame, false)? {
+            self.progress.step(start, frame.position());
             self.frames.push(frame);
             self.scopes.open();
             self.loop_stepped();
             Ok(start + 1)
         } else {
+            self.progress.end(start);
             self.clear_indices(&frame.indices);
             self.loop_ended(&mut frame);
             self.warn_iteration_limit(&frame);

@@ -12,6 +12,7 @@ mod loops;
 mod memory;
 mod ops;
 pub mod prefetch;
+mod progress;
 pub(crate) mod remote;
 mod scopes;
 
@@ -25,6 +26,7 @@ use crate::specials::Registry;
 use crate::store::{Block, BlockKey, Storage};
 use loops::Frame;
 use memory::Memory;
+use progress::Progress;
 use remote::Net;
 use scopes::Scopes;
 use sial_bytecode::{ArraySlot, Op, Persistent, Program};
@@ -78,6 +80,8 @@ pub struct Worker<'a> {
     barrier_loops: RefCell<HashMap<usize, bool>>,
     /// `--profile`: instructions and time per source line.
     lines: Vec<(u64, Duration)>,
+    /// Progress lines of long pardo loops (worker 0).
+    progress: Progress,
     /// The device this worker places block instructions on, if any.
     gpu: Option<Box<gpu::Gpu>>,
 }
@@ -121,6 +125,7 @@ impl<'a> Worker<'a> {
             env.options.prefetch,
             env.program_index,
         ));
+        let progress = Progress::new(env.options.progress.filter(|_| rank == 0));
         Ok(Worker {
             program,
             net,
@@ -142,6 +147,7 @@ impl<'a> Worker<'a> {
             line: 0,
             barrier_loops: RefCell::new(HashMap::new()),
             lines: Vec::new(),
+            progress,
             gpu,
         })
     }

@@ -160,9 +160,12 @@ mod tests {
         assert!(output_file("--dump", &dir.join("no-such-folder-sial/d.json")).is_err());
         let f = dir.join(format!("sial-check-{}.json", std::process::id()));
         assert!(output_file("--dump", &f).is_ok());
-        assert!(output_dir("--dump-arrays", &f).is_err());
-        assert!(output_dir("--dump-arrays", &dir.join("sial-arrays-check/a/b")).is_ok());
-        let _ = std::fs::remove_dir_all(dir.join("sial-arrays-check"));
         assert!(!f.exists(), "the check leaves nothing behind");
+        let made = dir.join(format!("sial-arrays-check-{}", std::process::id()));
+        assert!(output_dir("--dump-arrays", &made.join("a/b")).is_ok());
+        let file = made.join("a-file");
+        std::fs::write(&file, "x").expect("a file");
+        assert!(output_dir("--dump-arrays", &file).is_err());
+        let _ = std::fs::remove_dir_all(&made);
     }
 }

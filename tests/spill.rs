@@ -149,6 +149,20 @@ fn spill_errors_name_the_server_the_array_and_the_path() {
         err.contains("scratch directory /nonexistent/scratch does not exist"),
         "{err}"
     );
+    // A scratch folder on a file system that cannot be written (sysfs is read-only, also for
+    // root): an error before the job starts.
+    let read_only = std::path::Path::new("/sys/kernel");
+    if read_only.is_dir() && std::fs::write(read_only.join(".sial-probe"), b"").is_err() {
+        let (ok, err) = sial(
+            &dir,
+            &["--server-memory", "1M", "--scratch-dir", "/sys/kernel"],
+        );
+        assert!(!ok);
+        assert!(
+            err.contains("scratch directory /sys/kernel is not writable"),
+            "{err}"
+        );
+    }
     let (ok, err) = sial(
         &dir,
         &["--workers", "1", "--servers", "1", "--server-memory", "16K"],

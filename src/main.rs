@@ -308,6 +308,14 @@ struct RunArgs {
     /// or a fixed depth N.
     #[arg(long, value_name = "off|auto|N", default_value = "auto")]
     prefetch: String,
+    /// Write a timeline of the run (Chrome trace events: open it in ui.perfetto.dev or
+    /// chrome://tracing): instructions, waits, barriers, server requests, spills.
+    #[arg(long, value_name = "FILE.json")]
+    trace: Option<PathBuf>,
+    /// Leave instructions and server requests shorter than this out of the trace (default
+    /// 100us).
+    #[arg(long, value_name = "TIME")]
+    trace_min: Option<String>,
     /// Testing aid: show progress for what runs longer than this (default 2s).
     #[arg(long, value_name = "TIME", hide = true)]
     progress_after: Option<String>,

@@ -56,7 +56,11 @@ fn run_options(args: &RunArgs, mpi: Option<usize>) -> Result<RunOptions, String>
             (w, s)
         }
     };
-    for (option, path) in [("--dump", &args.dump), ("--stats", &args.stats)] {
+    for (option, path) in [
+        ("--dump", &args.dump),
+        ("--stats", &args.stats),
+        ("--trace", &args.trace),
+    ] {
         if let Some(path) = path {
             checks::output_file(option, path)?;
         }
@@ -101,6 +105,12 @@ fn run_options(args: &RunArgs, mpi: Option<usize>) -> Result<RunOptions, String>
             Some(Err(e)) => return Err(format!("--heartbeat: {e}")),
         },
         profile: args.profile,
+        trace: args.trace.clone(),
+        trace_min: match args.trace_min.as_deref().map(parse_duration) {
+            None => sial_interpreter::options::DEFAULT_TRACE_MIN,
+            Some(Ok(d)) => d,
+            Some(Err(e)) => return Err(format!("--trace-min: {e}")),
+        },
         progress: match args.progress_after.as_deref().map(parse_duration) {
             _ if args.quiet => None,
             None => Some(sial_interpreter::options::DEFAULT_PROGRESS_AFTER),

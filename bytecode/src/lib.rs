@@ -540,6 +540,56 @@ pub enum Op {
     },
 }
 
+impl Op {
+    /// A short name of the instruction's kind (timelines, figures).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Op::Jump { .. } => "jump",
+            Op::JumpUnless { .. } => "jump_unless",
+            Op::Call { .. } => "call",
+            Op::Return => "return",
+            Op::End => "end",
+            Op::Stop => "stop",
+            Op::DoStart { .. } => "do",
+            Op::DoInStart { .. } => "do_in",
+            Op::PardoStart { .. } => "pardo",
+            Op::LoopEnd { .. } => "loop_end",
+            Op::Exit { .. } => "exit",
+            Op::SectionStart => "section",
+            Op::SectionEnd => "end_section",
+            Op::Barrier { .. } => "barrier",
+            Op::AssignInt { .. } => "assign_int",
+            Op::AssignScalar { .. } => "assign_scalar",
+            Op::Collective { .. } => "collective",
+            Op::AssertSame { .. } => "assert_same",
+            Op::BroadcastFrom { .. } => "broadcast_from",
+            Op::BlockScalar { .. } => "block_scalar",
+            Op::BlockCopy { .. } => "block_copy",
+            Op::BlockAccumulate { .. } => "block_accumulate",
+            Op::BlockSum { .. } => "block_sum",
+            Op::BlockContract { .. } => "contract",
+            Op::BlockScaleCopy { .. } => "scale_copy",
+            Op::Slice { .. } => "slice",
+            Op::Insert { .. } => "insert",
+            Op::Execute { .. } => "execute",
+            Op::Allocate { .. } => "allocate",
+            Op::Deallocate { .. } => "deallocate",
+            Op::AllocateRegion { .. } => "allocate_region",
+            Op::DeallocateRegion { .. } => "deallocate_region",
+            Op::Create { .. } => "create",
+            Op::Delete { .. } => "delete",
+            Op::Get { .. } => "get",
+            Op::Put { .. } => "put",
+            Op::SetPersistent { .. } => "set_persistent",
+            Op::RestorePersistent { .. } => "restore_persistent",
+            Op::Print { .. } => "print",
+            Op::GpuOn => "gpu_on",
+            Op::GpuOff => "gpu_off",
+            Op::Gpu { .. } => "gpu",
+        }
+    }
+}
+
 /// `=`, `+=`, `-=`, `*=` on an int or scalar variable.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ScalarAssign {

@@ -19,4 +19,5 @@ pub mod server;
 pub mod setup;
 pub mod specials;
 pub mod store;
+pub mod trace;
 pub mod worker;

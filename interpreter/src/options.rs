@@ -54,10 +54,16 @@ pub struct Options {
     /// Progress lines on stderr (worker 0; `sial run` unless `-q`): pardo loops and programs
     /// of a job that have run longer than this.
     pub progress: Option<Duration>,
+    /// `--trace FILE.json`: a timeline of the run; events shorter than `trace_min` are left out.
+    pub trace: Option<PathBuf>,
+    pub trace_min: Duration,
     /// Under MPI: how long a rank may stay silent before the job is stopped (`--heartbeat`;
     /// `None`: never).
     pub heartbeat: Option<Duration>,
 }
+
+/// Default of `--trace-min`: instructions and requests shorter than this are not in the trace.
+pub const DEFAULT_TRACE_MIN: Duration = Duration::from_micros(100);
 
 /// Progress is shown for what runs longer than this (`--progress-after`, a testing aid).
 pub const DEFAULT_PROGRESS_AFTER: Duration = Duration::from_secs(2);
@@ -126,6 +132,8 @@ impl Default for Options {
             simulated_latency: Duration::ZERO,
             heartbeat: Some(DEFAULT_HEARTBEAT),
             progress: None,
+            trace: None,
+            trace_min: DEFAULT_TRACE_MIN,
             profile: false,
             gpu: GpuOptions::default(),
         }

@@ -76,6 +76,22 @@ pub enum ToServer {
 }
 
 impl ToServer {
+    /// The request's kind, for timelines.
+    pub fn name(&self) -> &'static str {
+        match self {
+            ToServer::Get { prefetch: true, .. } => "prefetch",
+            ToServer::Get { .. } => "get",
+            ToServer::Claims { .. } => "claims",
+            ToServer::Put { .. } => "put",
+            ToServer::Delete { .. } => "delete",
+            ToServer::Sync { .. } => "sync",
+            ToServer::SetPersistent { .. } => "set_persistent",
+            ToServer::RestorePersistent { .. } => "restore_persistent",
+            ToServer::SnapshotKeys { .. } | ToServer::Snapshot { .. } => "snapshot",
+            ToServer::EndProgram { .. } => "end_program",
+        }
+    }
+
     pub fn origin(&self) -> Origin {
         match self {
             ToServer::Get { from, .. }

@@ -73,6 +73,11 @@ struct Figures {
 
 /// How the ranks of a job are hosted and linked.
 trait Transport {
+    /// The MPI rank of this process, when the job's ranks are processes.
+    fn process(&self) -> Option<usize> {
+        None
+    }
+
     /// Runs the ranks this process hosts, each through `ranks`; worker 0 alone gets `out` and
     /// `done`. Returns every rank's figures where worker 0 ran, `None` in other processes.
     fn launch(
@@ -135,7 +140,14 @@ fn drive(
         resume: &resume,
         inputs,
     };
-    let Some(figures) = transport.launch(&ranks, out, &mut done)? else {
+    if options.trace.is_some() {
+        crate::trace::start(options.trace_min);
+    }
+    let launched = transport.launch(&ranks, out, &mut done);
+    if let Some(path) = &options.trace {
+        write_trace(path, transport.process())?;
+    }
+    let Some(figures) = launched? else {
         return Ok(None);
     };
     if let Some(dir) = &options.checkpoints {
@@ -149,6 +161,24 @@ fn drive(
         programs: programs.iter().map(|p| p.name.clone()).collect(),
         devices: crate::worker::gpu::describe(&options.gpu),
     }))
+}
+
+/// This process's timeline: the trace file itself, or under MPI this rank's part of it
+/// ([`trace_part`]), which rank 0 joins when every process is done.
+fn write_trace(path: &std::path::Path, rank: Option<usize>) -> Result<()> {
+    let (file, pid, label) = match rank {
+        None => (path.to_path_buf(), 0, "sial".to_string()),
+        Some(r) => (trace_part(path, r), r as u32, format!("sial, MPI rank {r}")),
+    };
+    crate::trace::write(&file, pid, &label)
+        .map_err(|e| RuntimeError::new(format!("cannot write the trace {}: {e}", file.display())))
+}
+
+/// The part of the trace that MPI rank `rank` writes.
+fn trace_part(path: &std::path::Path, rank: usize) -> PathBuf {
+    let mut name = path.as_os_str().to_os_string();
+    name.push(format!(".rank-{rank}"));
+    PathBuf::from(name)
 }
 
 /// Where the job starts: the checkpoint of an earlier run (`--restart`), or the beginning.
@@ -229,6 +259,7 @@ impl Ranks<'_> {
     /// Server `rank` serves every program, writing its checkpoint at the end of each.
     fn serve(&self, link: &mut dyn ServerLink) -> Result<()> {
         let rank = link.rank();
+        crate::trace::track(&format!("server {rank}"));
         let mut saved = self.saved_at_start(rank)?;
         let spill = self.options().spill(rank);
         let mut at_end = self.server_checkpoint(rank);
@@ -249,6 +280,7 @@ impl Ranks<'_> {
     ) -> Result<(WorkerStats, Vec<ServerStats>)> {
         let options = self.options();
         let first = link.rank() == 0;
+        crate::trace::track(&format!("worker {}", link.rank()));
         let mut persisted = self.resume.persisted.clone();
         let mut mine = WorkerStats::default();
         let mut servers = Vec::new();

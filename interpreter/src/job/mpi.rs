@@ -84,16 +84,31 @@ pub fn run(
         options,
     };
     let body = catch_unwind(AssertUnwindSafe(|| -> Result<Option<Report>> {
-        drive(programs, inputs, out, done, &mut Processes(link?))
+        drive(
+            programs,
+            inputs,
+            out,
+            done,
+            &mut Processes(link?, world.rank() as usize),
+        )
     }));
     let failure = match body {
         Ok(Ok(report)) => {
             if let Some(h) = heartbeat {
                 h.stop();
             }
+            let rank = world.rank() as usize;
             // Dropping the universe finalises MPI: every rank waits for the others here.
             drop(world);
             drop(universe);
+            if rank == 0
+                && let Some(path) = &options.trace
+            {
+                let parts: Vec<_> = (0..size).map(|r| super::trace_part(path, r)).collect();
+                crate::trace::merge(path, &parts).map_err(|e| {
+                    RuntimeError::new(format!("cannot write the trace {}: {e}", path.display()))
+                })?;
+            }
             return Ok(report);
         }
         Ok(Err(e)) => e,
@@ -153,10 +168,14 @@ fn agree_on_checkpoints(world: &SimpleCommunicator, options: &Options) -> Option
     options
 }
 
-/// This process's rank of the job.
-struct Processes(Link);
+/// This process's rank of the job, and its MPI rank.
+struct Processes(Link, usize);
 
 impl Transport for Processes {
+    fn process(&self) -> Option<usize> {
+        Some(self.1)
+    }
+
     fn launch(
         &mut self,
         ranks: &Ranks<'_>,

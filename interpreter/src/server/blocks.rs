@@ -248,6 +248,7 @@ impl BlockStore {
             return Ok(None);
         };
         let bytes = slot.bytes();
+        let started = std::time::Instant::now();
         if slot.dirty || slot.place.is_none() {
             if a.file.is_none() {
                 std::fs::create_dir_all(&self.spill.dir).map_err(|e| {
@@ -322,6 +323,13 @@ impl BlockStore {
             slot.dirty = false;
             self.stats.bytes_written += bytes as u64;
             self.stats.blocks_spilled += 1;
+            crate::trace::span(
+                "disk",
+                || "spill".into(),
+                started,
+                true,
+                &[("bytes", bytes.into())],
+            );
         }
         slot.data = None;
         self.lru.remove(&slot.last_use);
@@ -339,7 +347,15 @@ impl BlockStore {
         let (names, ranks) = (Arc::clone(&self.names), Arc::clone(&self.ranks));
         let text = move || label(&names, &ranks, array, &key);
         let buffer = self.make_room(bytes, Some((array, key)), &text)?;
+        let started = std::time::Instant::now();
         let block = self.read_disk(array, key, buffer)?;
+        crate::trace::span(
+            "disk",
+            || "reload".into(),
+            started,
+            true,
+            &[("bytes", bytes.into())],
+        );
         if let Some(s) = self.arrays[array as usize].blocks.get_mut(&key) {
             s.data = Some(Arc::new(block));
             self.clock += 1;
@@ -364,7 +380,15 @@ impl BlockStore {
             ));
         };
         let bytes = slot.bytes();
-        let mut data = buffer.unwrap_or_else(|| vec![0f64; bytes / 8]);
+        let mut data = match buffer {
+            Some(b) => b,
+            None => crate::store::zeroed(bytes / 8).ok_or_else(|| {
+                RuntimeError::new(format!(
+                    "server {}: out of memory reading back a block of {bytes} bytes",
+                    self.server
+                ))
+            })?,
+        };
         file.read_exact_at(bytemuck::cast_slice_mut(&mut data), place).map_err(|e| {
             RuntimeError::input(format!(
                 "server {}: cannot read block {} of array {} back from {} ({bytes} bytes at offset {place}; the file is shorter than expected?): {e}",

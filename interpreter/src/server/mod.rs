@@ -105,6 +105,7 @@ impl<'p> Server<'p> {
     ) -> Result<Flow> {
         let started = Instant::now();
         let from = msg.origin();
+        let kind = msg.name();
         self.stats.messages += 1;
         self.stats.bytes_in += msg.payload_bytes() as u64;
         if from.section < self.section {
@@ -223,6 +224,24 @@ impl<'p> Server<'p> {
             }
         }
         self.stats.busy_seconds += started.elapsed().as_secs_f64();
+        if crate::trace::on() {
+            let worker = serde_json::json!(from.worker);
+            crate::trace::span(
+                "server",
+                || kind.into(),
+                started,
+                false,
+                &[("worker", worker)],
+            );
+            if kind == "sync" {
+                let held = self.stats().bytes_held_peak;
+                let blocks = self.store.len() as f64;
+                crate::trace::counter(
+                    "server memory",
+                    &[("blocks", blocks), ("peak MiB", held as f64 / 1048576.0)],
+                );
+            }
+        }
         Ok(flow)
     }
 

@@ -158,17 +158,23 @@ impl<'a> Worker<'a> {
     pub fn run(&mut self, done: &mut Done<'_>) -> Result<()> {
         let mut pc = 0usize;
         let profile = self.env.options.profile;
+        let traced = crate::trace::on();
         while let Some(ins) = self.program.code.get(pc) {
             self.line = ins.loc.line;
-            let started = profile.then(Instant::now);
+            let started = (profile || traced).then(Instant::now);
             let next = self.step(&ins.op, pc);
             if let Some(t) = started {
                 let line = ins.loc.line as usize;
-                if self.lines.len() <= line {
-                    self.lines.resize(line + 1, (0, Duration::ZERO));
+                if profile {
+                    if self.lines.len() <= line {
+                        self.lines.resize(line + 1, (0, Duration::ZERO));
+                    }
+                    self.lines[line].0 += 1;
+                    self.lines[line].1 += t.elapsed();
                 }
-                self.lines[line].0 += 1;
-                self.lines[line].1 += t.elapsed();
+                if traced {
+                    self.trace_instruction(&ins.op, t);
+                }
             }
             pc = match next {
                 Ok(Some(next)) => next,
@@ -205,6 +211,20 @@ impl<'a> Worker<'a> {
         // No worker starts the next program before every server has finished this one.
         net.link.all_gather(Vec::new())?;
         Ok(())
+    }
+
+    /// An instruction on the timeline, if it ran long enough.
+    fn trace_instruction(&self, op: &Op, started: Instant) {
+        let name = || match op {
+            Op::Execute { special, .. } => self
+                .program
+                .specials
+                .get(special.index())
+                .map_or_else(|| "execute".to_string(), |s| s.name.clone()),
+            _ => op.name().to_string(),
+        };
+        let at = format!("{}:{}", self.program.name, self.line);
+        crate::trace::span("instruction", name, started, false, &[("at", at.into())]);
     }
 
     /// This worker's rank among the workers.

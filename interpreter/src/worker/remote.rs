@@ -466,6 +466,15 @@ impl<'a> Net<'a> {
                 }) => {
                     let b = Arc::clone(b);
                     let wait = waited.then(|| started.elapsed());
+                    if waited {
+                        crate::trace::span(
+                            "wait",
+                            || format!("wait for {}", (w.text)()),
+                            started,
+                            false,
+                            &[],
+                        );
+                    }
                     if std::mem::take(unread)
                         && let Some(s) = self.sites.get(*site)
                     {
@@ -563,6 +572,11 @@ impl<'a> Net<'a> {
         self.section += 1;
         self.stats.barriers += 1;
         self.stats.barrier += started.elapsed();
+        crate::trace::span("barrier", || "barrier".into(), started, false, &[]);
+        crate::trace::counter(
+            "worker memory",
+            &[("own MiB", self.cache.local_bytes() as f64 / 1048576.0)],
+        );
         Ok(())
     }
 

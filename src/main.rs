@@ -308,6 +308,10 @@ struct RunArgs {
     /// or a fixed depth N.
     #[arg(long, value_name = "off|auto|N", default_value = "auto")]
     prefetch: String,
+    /// Load specials from a shared library (C interface: include/sial_special.h; written in
+    /// C, Fortran or Rust); may be given several times.
+    #[arg(long, value_name = "LIB.so")]
+    specials: Vec<PathBuf>,
     /// Write a timeline of the run (Chrome trace events: open it in ui.perfetto.dev or
     /// chrome://tracing): instructions, waits, barriers, server requests, spills.
     #[arg(long, value_name = "FILE.json")]

@@ -202,6 +202,11 @@ fn execute(
 ) -> ExitCode {
     let mut registry = sial_interpreter::specials::general_registry();
     sial_chemistry::register(&mut registry);
+    for library in &args.specials {
+        if let Err(e) = sial_interpreter::specials::plugin::load(library, &mut registry) {
+            return fail(e.to_string());
+        }
+    }
     let mut out = std::io::BufWriter::new(std::io::stdout());
     // Written after every program: a job that fails later (under mpirun, where a failing
     // rank stops every process) keeps the dump of what completed. Only the process of worker

@@ -18,6 +18,7 @@ mod dummies;
 use sial_superinstructions::special::fake;
 mod files;
 mod general;
+pub mod plugin;
 mod printing;
 
 pub use dummies::{INT_ARRAY_NAME, SCALAR_ARRAY_NAME};

@@ -8,6 +8,7 @@ pub mod fake;
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 /// What an argument is (§4.16 argument forms).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -201,11 +202,21 @@ impl std::fmt::Debug for State {
 /// A special: returns `Err(message)` for what ACES4 reports with a nonzero `ierr`.
 pub type SpecialFn = fn(&mut dyn Context, &mut [Arg]) -> Result<(), String>;
 
+/// A registered special: a function of a library of specials, or one loaded at run time (a
+/// plugin's entry point with its library).
+pub type Special = Arc<dyn Fn(&mut dyn Context, &mut [Arg]) -> Result<(), String> + Send + Sync>;
+
 /// Name → implementation. Names are lower case, as the compiler lower-cases SIAL names (§1.3);
 /// a missing name is not an error until a program executes it (§8.1).
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Default)]
 pub struct Registry {
-    map: HashMap<String, SpecialFn>,
+    map: HashMap<String, Special>,
+}
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Registry({:?})", self.names())
+    }
 }
 
 impl Registry {
@@ -224,12 +235,17 @@ impl Registry {
     /// Registers `f` under the lower-cased `name`, replacing any earlier one (so an application can
     /// override a shipped special).
     pub fn register(&mut self, name: &str, f: SpecialFn) {
+        self.register_special(name, Arc::new(f));
+    }
+
+    /// Registers any callable under the lower-cased `name` (plugins, closures of embedders).
+    pub fn register_special(&mut self, name: &str, f: Special) {
         self.map.insert(name.to_ascii_lowercase(), f);
     }
 
     /// The implementation of `name` (looked up lower-cased).
-    pub fn get(&self, name: &str) -> Option<SpecialFn> {
-        self.map.get(&name.to_ascii_lowercase()).copied()
+    pub fn get(&self, name: &str) -> Option<Special> {
+        self.map.get(&name.to_ascii_lowercase()).cloned()
     }
 
     /// Every registered name, sorted (for listings and deterministic messages).

@@ -238,3 +238,38 @@ fn an_arrays_folder_that_cannot_be_made_is_an_error_before_the_run() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A program folder that cannot be made (a file stands there): a clear error naming it, and
+/// the JSON dump of the same run complete.
+#[test]
+fn an_array_folder_that_cannot_be_written_leaves_the_json_dump_whole() {
+    let dir = scratch("npy-blocked");
+    let arrays = dir.join("arrays");
+    std::fs::create_dir_all(&arrays).expect("dir");
+    std::fs::write(arrays.join("static_arrays"), "in the way").expect("file");
+    let dump = dir.join("d.json");
+    let out = Sial::new()
+        .args(["run", "programs/static_arrays.sial", "--dump"])
+        .arg(&dump)
+        .arg("--dump-arrays")
+        .arg(&arrays)
+        .current_dir(root())
+        .run();
+    assert!(!out.ok);
+    assert!(
+        out.stderr.contains(&format!(
+            "cannot write {}",
+            arrays.join("static_arrays").display()
+        )),
+        "{}",
+        out.stderr
+    );
+    let json = common::read_json(&dump);
+    assert_eq!(json["programs"][0]["program"], "static_arrays", "{json}");
+    let partial = std::fs::read_dir(&dir)
+        .expect("dir")
+        .flatten()
+        .any(|e| e.file_name().to_string_lossy().ends_with(".partial"));
+    assert!(!partial, "a .partial file was left");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -166,7 +166,8 @@ pub fn write(path: &Path, pid: u32, label: &str) -> std::io::Result<()> {
         .lock()
         .map(|mut e| std::mem::take(&mut *e))
         .unwrap_or_default();
-    let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
+    let partial = crate::dump::partial_name(path);
+    let mut out = std::io::BufWriter::new(std::fs::File::create(&partial)?);
     out.write_all(b"{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n")?;
     let meta = |name: &str, tid: u32, value: &str| serde_json::json!({"name": name, "ph": "M", "pid": pid, "tid": tid, "args": {"name": value}});
     serde_json::to_writer(&mut out, &meta("process_name", 0, label))?;
@@ -183,13 +184,16 @@ pub fn write(path: &Path, pid: u32, label: &str) -> std::io::Result<()> {
         serde_json::to_writer(&mut out, &e)?;
     }
     out.write_all(b"\n]}\n")?;
-    out.flush()
+    out.flush()?;
+    drop(out);
+    std::fs::rename(&partial, path)
 }
 
 /// Joins the trace files of the processes of a job into one at `path` (their events are on
 /// one clock already); the parts are removed.
 pub fn merge(path: &Path, parts: &[std::path::PathBuf]) -> std::io::Result<()> {
-    let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
+    let partial = crate::dump::partial_name(path);
+    let mut out = std::io::BufWriter::new(std::fs::File::create(&partial)?);
     out.write_all(b"{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n")?;
     let mut first = true;
     for part in parts {
@@ -205,5 +209,7 @@ pub fn merge(path: &Path, parts: &[std::path::PathBuf]) -> std::io::Result<()> {
         let _ = std::fs::remove_file(part);
     }
     out.write_all(b"\n]}\n")?;
-    out.flush()
+    out.flush()?;
+    drop(out);
+    std::fs::rename(&partial, path)
 }

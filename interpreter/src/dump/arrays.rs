@@ -74,7 +74,9 @@ impl ArrayDir {
         });
         let path = folder.join("values.json");
         let text = serde_json::to_string_pretty(&values).unwrap_or_default() + "\n";
-        std::fs::write(&path, text).map_err(|e| cannot(&path, e))
+        let partial = super::partial_name(&path);
+        std::fs::write(&partial, text).map_err(|e| cannot(&path, e))?;
+        std::fs::rename(&partial, &path).map_err(|e| cannot(&path, e))
     }
 }
 
@@ -153,7 +155,8 @@ fn write_whole(path: &Path, state: &FinalState<'_>, a: usize) -> Result<()> {
         ))
     })?;
     let fail = |e: std::io::Error| cannot(path, e);
-    let mut file = File::create(path).map_err(fail)?;
+    let partial = super::partial_name(path);
+    let mut file = File::create(&partial).map_err(fail)?;
     let head = header(&shape);
     file.write_all(&head).map_err(fail)?;
     // The elements no block covers read as zeros (a sparse file until written).
@@ -161,7 +164,8 @@ fn write_whole(path: &Path, state: &FinalState<'_>, a: usize) -> Result<()> {
     let base = head.len() as u64;
     for_each_block(state, a, &mut |_, origin, b| {
         place(&file, base, &shape, &origin, b).map_err(fail)
-    })
+    })?;
+    std::fs::rename(&partial, path).map_err(fail)
 }
 
 /// Writes block `b` at `origin` of a column-major array of `shape` stored from `base`: one
@@ -213,13 +217,16 @@ fn write_split(folder: &Path, state: &FinalState<'_>, a: usize) -> Result<()> {
 
 fn write_npy(path: &Path, shape: &[usize], data: &[f64]) -> Result<()> {
     let fail = |e: std::io::Error| cannot(path, e);
-    let mut out = std::io::BufWriter::new(File::create(path).map_err(fail)?);
+    let partial = super::partial_name(path);
+    let mut out = std::io::BufWriter::new(File::create(&partial).map_err(fail)?);
     out.write_all(&header(shape)).map_err(fail)?;
     for chunk in data.chunks(1 << 16) {
         let bytes: Vec<u8> = chunk.iter().flat_map(|v| v.to_le_bytes()).collect();
         out.write_all(&bytes).map_err(fail)?;
     }
-    out.flush().map_err(fail)
+    out.flush().map_err(fail)?;
+    drop(out);
+    std::fs::rename(&partial, path).map_err(fail)
 }
 
 /// The `.npy` 1.0 header of a Fortran-order `<f8` array: magic, version, length, the dict,

@@ -4,7 +4,8 @@
 //! Streamed: each block is written as it is read (the servers' blocks a bounded batch at a
 //! time), so the memory a dump needs is that of a batch of blocks, whatever the arrays' sizes.
 //! After each program the file is a complete document: the closing brackets are written, and
-//! the next program is written over them.
+//! the next program is written over them. While a program is being written the file has a
+//! temporary name (`FILE.partial`), so a file under the dump's name is always complete.
 
 pub mod arrays;
 
@@ -24,6 +25,8 @@ const TRAILER: &[u8] = b"\n]}\n";
 pub struct DumpFile {
     file: File,
     path: PathBuf,
+    /// The name while a program is being written.
+    partial: PathBuf,
     /// Where the trailer starts: the next program is written from here.
     end: u64,
     programs: usize,
@@ -33,13 +36,16 @@ impl DumpFile {
     /// Creates (or empties) the file and writes an empty dump into it.
     pub fn create(path: &Path) -> Result<DumpFile> {
         let fail = |e: std::io::Error| cannot_write(path, e);
-        let mut file = File::create(path).map_err(fail)?;
+        let partial = partial_name(path);
+        let mut file = File::create(&partial).map_err(fail)?;
         let head = b"{\"format\": \"sial-dump/1\", \"programs\": [";
         file.write_all(head).map_err(fail)?;
         file.write_all(TRAILER).map_err(fail)?;
+        std::fs::rename(&partial, path).map_err(fail)?;
         Ok(DumpFile {
             file,
             path: path.to_path_buf(),
+            partial,
             end: head.len() as u64,
             programs: 0,
         })
@@ -55,6 +61,7 @@ impl DumpFile {
     }
 
     fn write_program(&mut self, state: &FinalState<'_>) -> std::result::Result<(), Failure> {
+        std::fs::rename(&self.path, &self.partial)?;
         self.file.seek(SeekFrom::Start(self.end))?;
         let mut out = BufWriter::with_capacity(1 << 20, &mut self.file);
         if self.programs > 0 {
@@ -67,9 +74,17 @@ impl DumpFile {
         self.file.write_all(TRAILER)?;
         self.file.set_len(self.end + TRAILER.len() as u64)?;
         self.file.flush()?;
+        std::fs::rename(&self.partial, &self.path)?;
         self.programs += 1;
         Ok(())
     }
+}
+
+/// `FILE.partial`: where an output is written before it is complete.
+pub(crate) fn partial_name(path: &Path) -> PathBuf {
+    let mut name = path.as_os_str().to_os_string();
+    name.push(".partial");
+    PathBuf::from(name)
 }
 
 fn cannot_write(path: &Path, e: std::io::Error) -> RuntimeError {

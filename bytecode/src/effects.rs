@@ -296,6 +296,13 @@ impl Program {
     }
 }
 
+impl Op {
+    /// Which part of the runtime carries out the instruction.
+    pub fn class(&self) -> Class {
+        class(self)
+    }
+}
+
 /// Which part of the runtime carries out `op`.
 fn class(op: &Op) -> Class {
     match op {

@@ -46,7 +46,12 @@ struct Event {
 thread_local! {
     /// This thread's track number.
     static TRACK: RefCell<Option<u32>> = const { RefCell::new(None) };
+    /// When this thread last recorded a counter.
+    static COUNTED: std::cell::Cell<Option<Instant>> = const { std::cell::Cell::new(None) };
 }
+
+/// Counters of one track are recorded at most this often.
+const COUNTER_EVERY: Duration = Duration::from_millis(1);
 
 /// Starts tracing for this process: events shorter than `threshold` (instructions, server
 /// requests) are left out. Only the first call counts.
@@ -134,16 +139,22 @@ pub fn span(
     });
 }
 
-/// A counter's value now on this thread's track (memory, blocks held).
+/// A counter's value now on this thread's track (memory, blocks held); at most one a
+/// millisecond per track.
 pub fn counter(name: &'static str, values: &[(&str, f64)]) {
     if !on() {
         return;
     }
+    let now = Instant::now();
+    if COUNTED.get().is_some_and(|last| now - last < COUNTER_EVERY) {
+        return;
+    }
+    COUNTED.set(Some(now));
     push(|t, tid| Event {
         name: name.to_string(),
         cat: "counter",
         ph: "C",
-        ts: micros(t, Instant::now()),
+        ts: micros(t, now),
         dur: None,
         pid: 0,
         tid,

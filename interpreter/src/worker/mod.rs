@@ -158,9 +158,20 @@ impl<'a> Worker<'a> {
     pub fn run(&mut self, done: &mut Done<'_>) -> Result<()> {
         let mut pc = 0usize;
         let profile = self.env.options.profile;
-        let traced = crate::trace::on();
+        // Traced: the instructions that can take long (not jumps, loop ends, int and scalar
+        // arithmetic), so the clock is read only around those.
+        let timed: Vec<bool> = if crate::trace::on() {
+            self.program
+                .code
+                .iter()
+                .map(|i| Self::may_take_long(&i.op))
+                .collect()
+        } else {
+            Vec::new()
+        };
         while let Some(ins) = self.program.code.get(pc) {
             self.line = ins.loc.line;
+            let traced = timed.get(pc).copied().unwrap_or(false);
             let started = (profile || traced).then(Instant::now);
             let next = self.step(&ins.op, pc);
             if let Some(t) = started {
@@ -211,6 +222,22 @@ impl<'a> Worker<'a> {
         // No worker starts the next program before every server has finished this one.
         net.link.all_gather(Vec::new())?;
         Ok(())
+    }
+
+    /// Whether an instruction does block work, communicates or waits (worth timing): not
+    /// jumps, loop ends, hints or int arithmetic.
+    fn may_take_long(op: &Op) -> bool {
+        use sial_bytecode::Class;
+        match op.class() {
+            Class::Control | Class::Hint => false,
+            Class::Variables => !matches!(op, Op::AssignInt { .. }),
+            Class::Synchronise
+            | Class::Collective
+            | Class::Blocks
+            | Class::Remote
+            | Class::Persistence
+            | Class::Output => true,
+        }
     }
 
     /// An instruction on the timeline, if it ran long enough.

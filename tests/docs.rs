@@ -26,7 +26,7 @@ fn examples() -> Vec<(String, String)> {
 #[test]
 fn every_example_of_the_docs_runs_and_gives_its_values() {
     let examples = examples();
-    assert!(examples.len() >= 7, "{} examples", examples.len());
+    assert!(examples.len() >= 11, "{} examples", examples.len());
     let dir = scratch("docs");
     for (what, code) in examples {
         let file = dir.join("example.sial");

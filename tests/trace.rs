@@ -150,6 +150,40 @@ fn spills_and_reloads_are_on_the_server_track() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Device transfers are on copy-stream tracks beside the worker's, as many as `--stats`
+/// counts (the host-memory stand-in device: no GPU needed).
+#[test]
+fn device_transfers_are_on_copy_stream_tracks() {
+    let dir = scratch("trace-device");
+    let (trace, stats) = traced(
+        &dir,
+        &[],
+        "programs/contraction_matmul.sial",
+        &[
+            "--workers",
+            "1",
+            "--servers",
+            "0",
+            "--device",
+            "gpu",
+            "--gpu-backend",
+            "host",
+        ],
+    );
+    let tracks = tracks(&trace);
+    let uploads = stats["gpu"]["uploads"].as_u64().expect("uploads") as usize;
+    let downloads = stats["gpu"]["downloads"].as_u64().expect("downloads") as usize;
+    assert!(uploads > 0 && downloads > 0, "{}", stats["gpu"]);
+    let on = |track: &str, name: &str| {
+        tracks
+            .get(&(0, track.to_string()))
+            .map_or(0, |events| count(events, "device", name))
+    };
+    assert_eq!(on("worker 0 copy stream 0", "upload"), uploads);
+    assert_eq!(on("worker 0 copy stream 1", "download"), downloads);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn a_trace_that_cannot_be_written_is_an_error_before_the_run() {
     let out = Sial::new()

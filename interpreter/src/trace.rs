@@ -139,6 +139,52 @@ pub fn span(
     });
 }
 
+/// An interval that began at `started` and ends now on a track beside this thread's (its
+/// name followed by `beside`, e.g. "worker 0" + " copy stream 1"): device transfers, which
+/// run beside the worker.
+pub fn span_beside(
+    beside: &str,
+    name: &'static str,
+    started: Instant,
+    args: &[(&str, serde_json::Value)],
+) {
+    if !on() {
+        return;
+    }
+    let Some(t) = TRACE.get() else { return };
+    let Some(mine) = TRACK.with(|k| *k.borrow()) else {
+        return;
+    };
+    let Ok(mut tracks) = t.tracks.lock() else {
+        return;
+    };
+    let Some(base) = tracks.get(mine as usize) else {
+        return;
+    };
+    let track = format!("{base}{beside}");
+    let tid = tracks.iter().position(|x| *x == track).unwrap_or_else(|| {
+        tracks.push(track);
+        tracks.len() - 1
+    }) as u32;
+    drop(tracks);
+    let e = Event {
+        name: name.to_string(),
+        cat: "device",
+        ph: "X",
+        ts: micros(t, started),
+        dur: Some(started.elapsed().as_secs_f64() * 1e6),
+        pid: 0,
+        tid,
+        args: args
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect(),
+    };
+    if let Ok(mut events) = t.events.lock() {
+        events.push(e);
+    }
+}
+
 /// A counter's value now on this thread's track (memory, blocks held); at most one a
 /// millisecond per track.
 pub fn counter(name: &'static str, values: &[(&str, f64)]) {

@@ -112,6 +112,18 @@ impl GpuStats {
 struct Pending {
     event: Event,
     pinned: PinnedBuf,
+    /// When the upload was issued (its span on the timeline ends when it is seen complete),
+    /// and its size.
+    issued: std::time::Instant,
+    bytes: usize,
+}
+
+impl Pending {
+    /// The upload is complete: on the timeline, from its issue until now.
+    fn traced(&self) {
+        let bytes = self.bytes.into();
+        crate::trace::span_beside(" copy stream 0", "upload", self.issued, &[("bytes", bytes)]);
+    }
 }
 
 /// The device copy of a block.
@@ -269,6 +281,7 @@ impl<K: Hash + Eq + Copy> DeviceCopies<K> {
             // An older upload still in flight must finish before its staging buffer is reused.
             if let Some(p) = dc.pending.take() {
                 self.dev.wait(p.event)?;
+                p.traced();
                 self.pinned.release(p.pinned);
             }
             let mut staging = self.pinned.acquire(len)?;
@@ -287,6 +300,8 @@ impl<K: Hash + Eq + Copy> DeviceCopies<K> {
             dc.pending = Some(Pending {
                 event,
                 pinned: staging,
+                issued: std::time::Instant::now(),
+                bytes: len * F64_BYTES,
             });
             self.in_flight.push(key);
             dc.version = entry.host;
@@ -401,6 +416,7 @@ impl<K: Hash + Eq + Copy> DeviceCopies<K> {
             };
             if done {
                 if let Some(p) = dc.pending.take() {
+                    p.traced();
                     self.pinned.release(p.pinned);
                 }
             } else {
@@ -471,6 +487,7 @@ impl<K: Hash + Eq + Copy> DeviceCopies<K> {
         };
         if let Some(p) = dc.pending {
             self.dev.wait(p.event)?;
+            p.traced();
             self.pinned.release(p.pinned);
         }
         self.dev.free(dc.buf)
@@ -486,6 +503,7 @@ fn download(
     out: &mut [f64],
 ) -> Result<()> {
     let len = buf.len();
+    let started = std::time::Instant::now();
     let mut staging = pinned.acquire(len)?;
     let copied = (|| -> Result<()> {
         let stream = 1 % dev.streams().max(1);
@@ -497,6 +515,13 @@ fn download(
     })();
     pinned.release(staging);
     copied?;
+    let bytes = len * F64_BYTES;
+    crate::trace::span_beside(
+        " copy stream 1",
+        "download",
+        started,
+        &[("bytes", bytes.into())],
+    );
     stats.downloads += 1;
     stats.download_bytes += (len * F64_BYTES) as u64;
     Ok(())

@@ -1,6 +1,8 @@
 //! The messages on the wire: each message serialised with postcard, with the shape and length
-//! of its block data but not the data (`message::data_length`), which follows as raw `f64`
-//! messages received straight into the block's buffer.
+//! of its block data but not the data (`message::data_length`). Small block data (up to
+//! [`INLINE_BYTES`] in all) travels in the same message, after the header: one message per put
+//! or reply instead of two, which is what many small blocks cost. Larger data follows as raw
+//! `f64` messages received straight into the block's buffer.
 
 use super::*;
 
@@ -8,18 +10,51 @@ pub(super) fn malformed() -> RuntimeError {
     RuntimeError::new("internal: malformed MPI message")
 }
 
-/// A message from its header: the whole of it, nothing after it.
-fn header<T: for<'de> serde::Deserialize<'de>>(bytes: &[u8]) -> Result<T> {
-    match postcard::take_from_bytes(bytes) {
-        Ok((msg, [])) => Ok(msg),
-        _ => Err(malformed()),
+/// Block data up to this many bytes goes in the message of its header.
+pub(super) const INLINE_BYTES: usize = 32 << 10;
+
+/// A message from its header, and the bytes after the header (block data sent inline).
+fn header<T: for<'de> serde::Deserialize<'de>>(bytes: &[u8]) -> Result<(T, &[u8])> {
+    postcard::take_from_bytes(bytes).map_err(|_| malformed())
+}
+
+/// Appends `data` to a message's header (inline block data).
+fn append(header: &mut Vec<u8>, data: &[f64]) {
+    header.extend(data.iter().flat_map(|v| v.to_le_bytes()));
+}
+
+/// Fills `buffers` with their data: from `inline` when it was sent in the message (its length
+/// then is exactly theirs), otherwise from the data messages that follow (`receive`).
+fn fill(
+    buffers: Vec<&mut [f64]>,
+    inline: &[u8],
+    receive: &mut dyn FnMut(&mut [f64]),
+) -> Result<()> {
+    if inline.is_empty() {
+        buffers.into_iter().for_each(receive);
+        return Ok(());
     }
+    let total: usize = buffers.iter().map(|b| b.len() * 8).sum();
+    if total != inline.len() {
+        return Err(malformed());
+    }
+    let mut rest = inline;
+    for b in buffers {
+        let (mine, after) = rest.split_at(b.len() * 8);
+        for (v, c) in b.iter_mut().zip(mine.chunks_exact(8)) {
+            let mut word = [0u8; 8];
+            word.copy_from_slice(c);
+            *v = f64::from_le_bytes(word);
+        }
+        rest = after;
+    }
+    Ok(())
 }
 
 /// The header of a request, and the block data that follows it.
 pub(super) fn encode_request(msg: ToServer) -> (Vec<u8>, Option<Vec<f64>>) {
     // Encoding plain data into a Vec cannot fail.
-    let header = postcard::to_stdvec(&msg).unwrap_or_default();
+    let mut header = postcard::to_stdvec(&msg).unwrap_or_default();
     let data = match msg {
         ToServer::Put {
             payload: Payload::Block(d),
@@ -27,7 +62,13 @@ pub(super) fn encode_request(msg: ToServer) -> (Vec<u8>, Option<Vec<f64>>) {
         } => Some(d),
         _ => None,
     };
-    (header, data)
+    match data {
+        Some(d) if !d.is_empty() && d.len() * 8 <= INLINE_BYTES => {
+            append(&mut header, &d);
+            (header, None)
+        }
+        other => (header, other),
+    }
 }
 
 /// A request from its header; `data` receives the values of its block, if any, into the buffer
@@ -36,22 +77,23 @@ pub(super) fn decode_request(
     header_bytes: &[u8],
     data: &mut dyn FnMut(&mut [f64]),
 ) -> Result<ToServer> {
-    let mut msg: ToServer = header(header_bytes)?;
-    if let ToServer::Put {
-        payload: Payload::Block(d),
-        ..
-    } = &mut msg
-    {
-        data(d);
-    }
+    let (mut msg, inline): (ToServer, _) = header(header_bytes)?;
+    let buffers: Vec<&mut [f64]> = match &mut msg {
+        ToServer::Put {
+            payload: Payload::Block(d),
+            ..
+        } => vec![&mut d[..]],
+        _ => Vec::new(),
+    };
+    fill(buffers, inline, data)?;
     Ok(msg)
 }
 
 /// The header of a reply, and the blocks whose data follows it (in order).
 pub(super) fn encode_reply(msg: ToWorker) -> (Vec<u8>, Vec<Arc<Block>>) {
     // Encoding plain data into a Vec cannot fail.
-    let header = postcard::to_stdvec(&msg).unwrap_or_default();
-    let blocks = match msg {
+    let mut header = postcard::to_stdvec(&msg).unwrap_or_default();
+    let blocks: Vec<Arc<Block>> = match msg {
         ToWorker::Block { block, .. } => vec![block],
         ToWorker::Snapshot { blocks, .. } => blocks.into_iter().map(|(_, b)| b).collect(),
         ToWorker::Missing { .. }
@@ -59,6 +101,13 @@ pub(super) fn encode_reply(msg: ToWorker) -> (Vec<u8>, Vec<Arc<Block>>) {
         | ToWorker::SnapshotKeys { .. }
         | ToWorker::Ended { .. } => Vec::new(),
     };
+    let bytes: usize = blocks.iter().map(|b| b.data.len() * 8).sum();
+    if bytes > 0 && bytes <= INLINE_BYTES {
+        for b in &blocks {
+            append(&mut header, &b.data);
+        }
+        return (header, Vec::new());
+    }
     (header, blocks)
 }
 
@@ -67,7 +116,7 @@ pub(super) fn decode_reply(
     header_bytes: &[u8],
     data: &mut dyn FnMut(&mut [f64]),
 ) -> Result<ToWorker> {
-    let mut msg: ToWorker = header(header_bytes)?;
+    let (mut msg, inline): (ToWorker, _) = header(header_bytes)?;
     let blocks: Vec<&mut Arc<Block>> = match &mut msg {
         ToWorker::Block { block, .. } => vec![block],
         ToWorker::Snapshot { blocks, .. } => blocks.iter_mut().map(|(_, b)| b).collect(),
@@ -76,11 +125,12 @@ pub(super) fn decode_reply(
         | ToWorker::SnapshotKeys { .. }
         | ToWorker::Ended { .. } => Vec::new(),
     };
+    let mut buffers = Vec::with_capacity(blocks.len());
     for b in blocks {
         // Just deserialised: nothing else holds it.
-        let b = Arc::get_mut(b).ok_or_else(malformed)?;
-        data(&mut b.data);
+        buffers.push(&mut Arc::get_mut(b).ok_or_else(malformed)?.data[..]);
     }
+    fill(buffers, inline, data)?;
     Ok(msg)
 }
 
@@ -246,5 +296,42 @@ mod tests {
             .expect("decodes");
             assert_eq!(format!("{back:?}"), text);
         }
+    }
+
+    #[test]
+    fn small_blocks_travel_in_the_header_and_large_ones_after_it() {
+        let from = Origin {
+            worker: 1,
+            section: 2,
+            line: 3,
+        };
+        let put = |n: usize| ToServer::Put {
+            from,
+            array: 1,
+            key: key(),
+            shape: vec![n],
+            op: PutOp::Replace,
+            payload: Payload::Block((0..n).map(|i| i as f64 + 0.5).collect()),
+        };
+        let small = INLINE_BYTES / 8;
+        for (n, inline) in [(1, true), (small, true), (small + 1, false)] {
+            let msg = put(n);
+            let text = format!("{msg:?}");
+            let (header, data) = encode_request(msg);
+            assert_eq!(data.is_none(), inline, "{n} values");
+            let mut after = data.into_iter();
+            let back = decode_request(&header, &mut |buf| {
+                buf.copy_from_slice(&after.next().expect("data follows"));
+            })
+            .expect("decodes");
+            assert_eq!(format!("{back:?}"), text);
+        }
+        // Inline data of the wrong length is refused, not read past.
+        let (mut header, _) = encode_request(put(4));
+        header.pop();
+        assert!(decode_request(&header, &mut |_| {}).is_err());
+        let (mut header, _) = encode_reply(ToWorker::Synced { server: 0 });
+        header.extend([0u8; 8]);
+        assert!(decode_reply(&header, &mut |_| {}).is_err());
     }
 }

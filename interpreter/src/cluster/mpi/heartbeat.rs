@@ -7,7 +7,8 @@
 //! from a thread, not from the rank's work, so a rank busy computing for hours still beats;
 //! only a process whose threads all stand still falls silent. When the watched rank has been
 //! silent for the timeout, the watcher names it and ends the job (`MPI_Abort`). A rank that
-//! finishes says so with its last beat, so its watcher stops expecting more.
+//! finishes says so with its last beat, so its watcher stops expecting more, and waits for
+//! the last beat of the rank it watches, so that no beat is left unreceived.
 
 use ::mpi::point_to_point::{Destination, Source};
 use ::mpi::topology::{Communicator, SimpleCommunicator};
@@ -23,6 +24,8 @@ const DONE: u8 = 1;
 const PERIOD: Duration = Duration::from_secs(1);
 /// How often the thread wakes to listen and to look at the stop flag.
 const TICK: Duration = Duration::from_millis(100);
+/// How often it looks for the watched rank's last beat once this rank is done.
+const LAST_TICK: Duration = Duration::from_millis(1);
 
 pub struct Heartbeat {
     stop: Arc<AtomicBool>,
@@ -67,7 +70,8 @@ impl Heartbeat {
         Heartbeat { stop, thread }
     }
 
-    /// This rank is done: its last beat tells the watcher so.
+    /// This rank is done: its last beat tells the watcher so; returns once the watched rank
+    /// has said the same (every beat received), or ends the job if it falls silent first.
     pub fn stop(mut self) {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(t) = self.thread.take() {
@@ -90,15 +94,19 @@ fn beat(
     let mut sent = Instant::now() - PERIOD;
     let mut heard = Instant::now();
     let mut watching = comm.size() > 1;
+    let mut said_done = comm.size() <= 1;
     loop {
-        if stop.load(Ordering::Relaxed) {
-            if comm.size() > 1 {
-                // Small messages are sent eagerly: this returns even if `next` has stopped.
-                to.send_with_tag(&DONE, BEAT);
-            }
+        if stop.load(Ordering::Relaxed) && !said_done {
+            // Small messages are sent eagerly: this returns even if `next` has stopped.
+            to.send_with_tag(&DONE, BEAT);
+            said_done = true;
+        }
+        // Done when this rank has said so and has heard the watched rank's last beat, so that
+        // no beat is left unreceived when MPI is finalised.
+        if said_done && !watching {
             return;
         }
-        if comm.size() > 1 && sent.elapsed() >= PERIOD {
+        if !said_done && sent.elapsed() >= PERIOD {
             to.send_with_tag(&ALIVE, BEAT);
             sent = Instant::now();
         }
@@ -118,7 +126,7 @@ fn beat(
             std::thread::sleep(Duration::from_millis(300));
             comm.abort(1);
         }
-        // Woken early by `stop`.
-        std::thread::park_timeout(TICK);
+        // Woken early by `stop`; at the end the last beat is looked for more often.
+        std::thread::park_timeout(if said_done { LAST_TICK } else { TICK });
     }
 }

@@ -10,17 +10,19 @@ pub(super) fn malformed() -> RuntimeError {
     RuntimeError::new("internal: malformed MPI message")
 }
 
-/// Block data up to this many bytes goes in the message of its header.
-pub(super) const INLINE_BYTES: usize = 32 << 10;
+/// Block data up to this many bytes goes in the message of its header. Copying it in and out
+/// costs more than a second message from a few KiB on (docs/benchmarks.md, "Small messages").
+pub(super) const INLINE_BYTES: usize = 1 << 10;
 
 /// A message from its header, and the bytes after the header (block data sent inline).
 fn header<T: for<'de> serde::Deserialize<'de>>(bytes: &[u8]) -> Result<(T, &[u8])> {
     postcard::take_from_bytes(bytes).map_err(|_| malformed())
 }
 
-/// Appends `data` to a message's header (inline block data).
+/// Appends `data` to a message's header (inline block data, in the machine's byte order as
+/// the data messages are).
 fn append(header: &mut Vec<u8>, data: &[f64]) {
-    header.extend(data.iter().flat_map(|v| v.to_le_bytes()));
+    header.extend_from_slice(bytemuck::cast_slice(data));
 }
 
 /// Fills `buffers` with their data: from `inline` when it was sent in the message (its length
@@ -41,11 +43,7 @@ fn fill(
     let mut rest = inline;
     for b in buffers {
         let (mine, after) = rest.split_at(b.len() * 8);
-        for (v, c) in b.iter_mut().zip(mine.chunks_exact(8)) {
-            let mut word = [0u8; 8];
-            word.copy_from_slice(c);
-            *v = f64::from_le_bytes(word);
-        }
+        bytemuck::cast_slice_mut::<f64, u8>(b).copy_from_slice(mine);
         rest = after;
     }
     Ok(())

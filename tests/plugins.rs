@@ -165,6 +165,49 @@ fn plugin_errors_name_the_library_the_special_and_the_line() {
         "{}",
         out.stderr
     );
+    // A special that crashes: the process ends, and says where.
+    let crash_c = dir.join("crash.c");
+    std::fs::write(
+        &crash_c,
+        concat!(
+            "#include \"sial_special.h\"\n",
+            "static int32_t crash(sial_arg *a, int32_t n, char *m, int32_t l) {\n",
+            "    (void)a; (void)n; (void)m; (void)l;\n",
+            "    volatile double *nowhere = 0; *nowhere = 1.0; return 0;\n",
+            "}\n",
+            "static const sial_special table[] = {{\"crash\", \"r\", crash}};\n",
+            "const sial_special *sial_specials_v1(int32_t *count) { *count = 1; return table; }\n",
+        ),
+    )
+    .expect("source");
+    let include = format!("-I{}", root().join("include").display());
+    let crashing = build(
+        "cc",
+        &["-shared", "-fPIC", &include],
+        &crash_c,
+        &dir.join("libcrash.so"),
+    )
+    .expect("cc");
+    let crashy = dir.join("crashy.sial");
+    std::fs::write(
+        &crashy,
+        "sial crashy\nspecial crash r\nscalar x\nx = 1.0\nexecute crash x\nendsial crashy\n",
+    )
+    .expect("program");
+    let out = run(&crashing, &crashy, &[]);
+    assert!(
+        !out.ok && out.code.is_none(),
+        "ended by a signal: {:?}",
+        out.code
+    );
+    assert!(
+        out.stderr.contains(&format!(
+            "special crash (library {}) crashed at crashy:5",
+            crashing.display()
+        )),
+        "{}",
+        out.stderr
+    );
     let missing = dir.join("libmissing.so");
     let out = run(&missing, &program, &[]);
     assert!(!out.ok);

@@ -50,6 +50,7 @@ pub fn load(path: &Path, registry: &mut Registry) -> Result<Vec<String>> {
     let library = unsafe { libloading::Library::new(path) }
         .map_err(|e| fail(format!("cannot load the library: {e}")))?;
     let library = Arc::new(library);
+    crash::install();
     // SAFETY: the symbol has the type the header declares for it.
     let table: libloading::Symbol<Table> = unsafe { library.get(ENTRY) }.map_err(|e| {
         fail(format!(
@@ -91,7 +92,13 @@ pub fn load(path: &Path, registry: &mut Registry) -> Result<Vec<String>> {
             arity: signature.len(),
             call,
         };
-        registry.register_special(&name, Arc::new(move |_, args| plugin.call(args)));
+        registry.register_special(
+            &name,
+            Arc::new(move |ctx, args| {
+                let at = format!("{}:{}", ctx.program(), ctx.line());
+                plugin.call(args, &at)
+            }),
+        );
         names.push(name);
     }
     Ok(names)
@@ -109,7 +116,7 @@ struct Plugin {
 }
 
 impl Plugin {
-    fn call(&self, args: &mut [Arg]) -> std::result::Result<(), String> {
+    fn call(&self, args: &mut [Arg], at: &str) -> std::result::Result<(), String> {
         if args.len() != self.arity {
             return Err(format!(
                 "special {} (library {}) takes {} arguments, this call gives {}",
@@ -156,6 +163,11 @@ impl Plugin {
             })
             .collect();
         let mut message = vec![0 as c_char; 1024];
+        let note = format!(
+            "FATAL ERROR: special {} (library {}) crashed at {at}: the process was stopped by the signal below\n",
+            self.name, self.path
+        );
+        let _armed = crash::Note::arm(note.as_bytes());
         // SAFETY: the arguments point at live data of the lengths given; the function has the
         // header's type.
         let code = unsafe {
@@ -183,5 +195,80 @@ impl Plugin {
                 format!(": {text}")
             }
         ))
+    }
+}
+
+/// A crash inside a plugin (invalid memory access, an illegal instruction, …) cannot be
+/// recovered from, but it can be named: while a plugin runs, this thread holds a message, and
+/// the signal handler writes it to stderr before the process ends by the signal. Faults
+/// outside plugins go to the handler that was there before (Rust's stack-overflow report).
+mod crash {
+    use std::cell::Cell;
+    use std::sync::OnceLock;
+
+    const SIGNALS: [libc::c_int; 4] = [libc::SIGSEGV, libc::SIGBUS, libc::SIGILL, libc::SIGFPE];
+
+    thread_local! {
+        /// The message of the plugin this thread is in: pointer and length, or null.
+        static NOTE: Cell<(*const u8, usize)> = const { Cell::new((std::ptr::null(), 0)) };
+    }
+
+    /// The handlers that were installed before, per signal of [`SIGNALS`].
+    static PREVIOUS: OnceLock<Vec<libc::sigaction>> = OnceLock::new();
+
+    /// This thread's message while a plugin runs; cleared when dropped.
+    pub(super) struct Note;
+
+    impl Note {
+        pub(super) fn arm(message: &[u8]) -> Note {
+            NOTE.with(|n| n.set((message.as_ptr(), message.len())));
+            Note
+        }
+    }
+
+    impl Drop for Note {
+        fn drop(&mut self) {
+            NOTE.with(|n| n.set((std::ptr::null(), 0)));
+        }
+    }
+
+    extern "C" fn on_fault(signal: libc::c_int) {
+        let (ptr, len) = NOTE.with(|n| n.get());
+        let index = SIGNALS.iter().position(|&s| s == signal);
+        // SAFETY: write(2) and sigaction(2) are async-signal-safe; the message outlives the
+        // plugin call it was armed for. Restoring the earlier action and returning re-runs the
+        // faulting instruction under it (the default ends the process by the signal).
+        unsafe {
+            if !ptr.is_null() {
+                libc::write(2, ptr.cast(), len);
+                libc::signal(signal, libc::SIG_DFL);
+            } else if let (Some(i), Some(previous)) = (index, PREVIOUS.get()) {
+                libc::sigaction(signal, &previous[i], std::ptr::null_mut());
+            } else {
+                libc::signal(signal, libc::SIG_DFL);
+            }
+        }
+    }
+
+    /// Installs the handler (once per process).
+    pub(super) fn install() {
+        PREVIOUS.get_or_init(|| {
+            SIGNALS
+                .iter()
+                .map(|&signal| {
+                    // SAFETY: plain sigaction(2) calls with initialised structures; the
+                    // handler only does async-signal-safe work.
+                    unsafe {
+                        let mut action: libc::sigaction = std::mem::zeroed();
+                        action.sa_sigaction = on_fault as extern "C" fn(libc::c_int) as usize;
+                        action.sa_flags = libc::SA_ONSTACK;
+                        libc::sigemptyset(&mut action.sa_mask);
+                        let mut previous: libc::sigaction = std::mem::zeroed();
+                        libc::sigaction(signal, &action, &mut previous);
+                        previous
+                    }
+                })
+                .collect()
+        });
     }
 }

@@ -80,28 +80,65 @@ pub fn threshold() -> Duration {
     TRACE.get().map_or(Duration::ZERO, |t| t.threshold)
 }
 
-/// Names this thread's track ("worker 0", "server 1", "worker 0 copy stream 1", …).
+/// Names this thread's track ("worker 0", "server 1", …).
 pub fn track(name: &str) {
-    let Some(t) = TRACE.get() else { return };
-    let Ok(mut tracks) = t.tracks.lock() else {
-        return;
-    };
-    let n = tracks.iter().position(|x| x == name).unwrap_or_else(|| {
-        tracks.push(name.to_string());
-        tracks.len() - 1
-    });
-    TRACK.with(|k| *k.borrow_mut() = Some(n as u32));
+    if let Some(n) = TRACE.get().and_then(|t| t.track_id(name)) {
+        TRACK.with(|k| *k.borrow_mut() = Some(n));
+    }
 }
 
-fn push(event: impl FnOnce(&Trace, u32) -> Event) {
-    let Some(t) = TRACE.get() else { return };
-    let Some(tid) = TRACK.with(|k| *k.borrow()) else {
-        return;
-    };
-    let e = event(t, tid);
-    if let Ok(mut events) = t.events.lock() {
-        events.push(e);
+impl Trace {
+    /// The number of the track named `name`, made at its first use.
+    fn track_id(&self, name: &str) -> Option<u32> {
+        let mut tracks = self.tracks.lock().ok()?;
+        let n = tracks.iter().position(|x| x == name).unwrap_or_else(|| {
+            tracks.push(name.to_string());
+            tracks.len() - 1
+        });
+        Some(n as u32)
     }
+
+    /// This thread's track, followed by `beside` (" copy stream 1").
+    fn track_beside(&self, beside: &str) -> Option<u32> {
+        let mine = TRACK.with(|k| *k.borrow())?;
+        let base = self.tracks.lock().ok()?.get(mine as usize)?.clone();
+        self.track_id(&format!("{base}{beside}"))
+    }
+
+    fn record(&self, event: Event) {
+        if let Ok(mut events) = self.events.lock() {
+            events.push(event);
+        }
+    }
+
+    /// An interval event on track `tid` from `started` until now.
+    fn interval(
+        &self,
+        tid: u32,
+        (cat, name): (&'static str, String),
+        started: Instant,
+        args: &[(&str, serde_json::Value)],
+    ) -> Event {
+        Event {
+            name,
+            cat,
+            ph: "X",
+            ts: micros(self, started),
+            dur: Some(started.elapsed().as_secs_f64() * 1e6),
+            pid: 0,
+            tid,
+            args: args
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.clone()))
+                .collect(),
+        }
+    }
+}
+
+/// The trace and this thread's track, when tracing is on and the thread named its track.
+fn this_track() -> Option<(&'static Trace, u32)> {
+    let t = TRACE.get()?;
+    Some((t, TRACK.with(|k| *k.borrow())?))
 }
 
 fn micros(t: &Trace, at: Instant) -> f64 {
@@ -117,26 +154,12 @@ pub fn span(
     always: bool,
     args: &[(&str, serde_json::Value)],
 ) {
-    if !on() {
+    if !on() || (!always && started.elapsed() < threshold()) {
         return;
     }
-    let dur = started.elapsed();
-    if !always && dur < threshold() {
-        return;
+    if let Some((t, tid)) = this_track() {
+        t.record(t.interval(tid, (cat, name()), started, args));
     }
-    push(|t, tid| Event {
-        name: name(),
-        cat,
-        ph: "X",
-        ts: micros(t, started),
-        dur: Some(dur.as_secs_f64() * 1e6),
-        pid: 0,
-        tid,
-        args: args
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.clone()))
-            .collect(),
-    });
 }
 
 /// An interval that began at `started` and ends now on a track beside this thread's (its
@@ -151,37 +174,10 @@ pub fn span_beside(
     if !on() {
         return;
     }
-    let Some(t) = TRACE.get() else { return };
-    let Some(mine) = TRACK.with(|k| *k.borrow()) else {
-        return;
-    };
-    let Ok(mut tracks) = t.tracks.lock() else {
-        return;
-    };
-    let Some(base) = tracks.get(mine as usize) else {
-        return;
-    };
-    let track = format!("{base}{beside}");
-    let tid = tracks.iter().position(|x| *x == track).unwrap_or_else(|| {
-        tracks.push(track);
-        tracks.len() - 1
-    }) as u32;
-    drop(tracks);
-    let e = Event {
-        name: name.to_string(),
-        cat: "device",
-        ph: "X",
-        ts: micros(t, started),
-        dur: Some(started.elapsed().as_secs_f64() * 1e6),
-        pid: 0,
-        tid,
-        args: args
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.clone()))
-            .collect(),
-    };
-    if let Ok(mut events) = t.events.lock() {
-        events.push(e);
+    if let Some(t) = TRACE.get()
+        && let Some(tid) = t.track_beside(beside)
+    {
+        t.record(t.interval(tid, ("device", name.to_string()), started, args));
     }
 }
 
@@ -196,19 +192,21 @@ pub fn counter(name: &'static str, values: &[(&str, f64)]) {
         return;
     }
     COUNTED.set(Some(now));
-    push(|t, tid| Event {
-        name: name.to_string(),
-        cat: "counter",
-        ph: "C",
-        ts: micros(t, now),
-        dur: None,
-        pid: 0,
-        tid,
-        args: values
-            .iter()
-            .map(|(k, v)| (k.to_string(), serde_json::json!(v)))
-            .collect(),
-    });
+    if let Some((t, tid)) = this_track() {
+        t.record(Event {
+            name: name.to_string(),
+            cat: "counter",
+            ph: "C",
+            ts: micros(t, now),
+            dur: None,
+            pid: 0,
+            tid,
+            args: values
+                .iter()
+                .map(|(k, v)| (k.to_string(), serde_json::json!(v)))
+                .collect(),
+        });
+    }
 }
 
 /// Writes this process's events as the trace of process `pid` (`label`: what it is) to

@@ -344,6 +344,17 @@ fn restart_never_trusts_its_argument() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The extents listed after `prefix` in a message (`… of shape [300, 300, 1, 1] …`).
+fn shape_after(err: &str, prefix: &str) -> Vec<u128> {
+    err.split(prefix)
+        .nth(1)
+        .and_then(|r| r.split(']').next())
+        .unwrap_or_default()
+        .split(", ")
+        .filter_map(|e| e.parse().ok())
+        .collect()
+}
+
 /// Sizes from the input are checked before anything is allocated: a block bigger than the
 /// worker memory budget, or whose size overflows, is an error naming the block, its shape,
 /// the size and the budget, never an abort by the allocator or a panic.
@@ -379,14 +390,7 @@ fn blocks_too_big_for_the_budget_are_named_before_allocation() {
             );
             // Which block fails first depends on which worker gets there first; the size said
             // is that of the shape said.
-            let shape: Vec<u128> = err
-                .split("of shape [")
-                .nth(1)
-                .and_then(|r| r.split(']').next())
-                .unwrap_or_default()
-                .split(", ")
-                .filter_map(|e| e.parse().ok())
-                .collect();
+            let shape = shape_after(&err, "of shape [");
             assert_eq!(shape.len(), 4, "{err}");
             let bytes = shape.iter().product::<u128>() * 8;
             let said = if bytes > u64::MAX as u128 {
@@ -426,16 +430,9 @@ fn blocks_too_big_for_the_budget_are_named_before_allocation() {
         assert!(!ok);
         // Which block a worker allocates first depends on the worker: the size said is that
         // of the shape said.
-        let shape: Vec<u64> = err
-            .split("out of memory: a block of [")
-            .nth(1)
-            .and_then(|r| r.split(']').next())
-            .unwrap_or_default()
-            .split(", ")
-            .filter_map(|e| e.parse().ok())
-            .collect();
+        let shape = shape_after(&err, "out of memory: a block of [");
         assert_eq!(shape.len(), 4, "{err}");
-        let bytes = shape.iter().product::<u64>() * 8;
+        let bytes = shape.iter().product::<u128>() * 8;
         assert!(
             err.contains(&format!("({bytes} bytes) cannot be allocated"))
                 && err.contains("put_get_contract:20"),

@@ -19,6 +19,11 @@ fn header<T: for<'de> serde::Deserialize<'de>>(bytes: &[u8]) -> Result<(T, &[u8]
     postcard::take_from_bytes(bytes).map_err(|_| malformed())
 }
 
+/// Whether `bytes` of block data go in the message of their header.
+fn inline(bytes: usize) -> bool {
+    bytes > 0 && bytes <= INLINE_BYTES
+}
+
 /// Appends `data` to a message's header (inline block data, in the machine's byte order as
 /// the data messages are).
 fn append(header: &mut Vec<u8>, data: &[f64]) {
@@ -61,7 +66,7 @@ pub(super) fn encode_request(msg: ToServer) -> (Vec<u8>, Option<Vec<f64>>) {
         _ => None,
     };
     match data {
-        Some(d) if !d.is_empty() && d.len() * 8 <= INLINE_BYTES => {
+        Some(d) if inline(d.len() * 8) => {
             append(&mut header, &d);
             (header, None)
         }
@@ -100,7 +105,7 @@ pub(super) fn encode_reply(msg: ToWorker) -> (Vec<u8>, Vec<Arc<Block>>) {
         | ToWorker::Ended { .. } => Vec::new(),
     };
     let bytes: usize = blocks.iter().map(|b| b.data.len() * 8).sum();
-    if bytes > 0 && bytes <= INLINE_BYTES {
+    if inline(bytes) {
         for b in &blocks {
             append(&mut header, &b.data);
         }

@@ -29,12 +29,15 @@ use sial_interpreter::setup::Setup;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-/// What can go wrong: a program that does not compile (with its diagnostics), bad setup
-/// data, or a run that fails (`FATAL ERROR: … at program:line`).
+/// What can go wrong: a program file that cannot be read or decoded, a program that does not
+/// compile (the compiler's messages), bad setup data, or a run that fails (`FATAL ERROR: … at
+/// program:line`).
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error("{path}: {message}")]
     Compile { path: String, message: String },
+    #[error("{0}")]
+    Diagnostics(String),
     #[error("{0}")]
     Setup(String),
     #[error("{0}")]
@@ -79,7 +82,8 @@ impl Job {
     /// `NAME.toml` beside it when there is one.
     pub fn from_file(path: impl AsRef<Path>) -> Result<Job, Error> {
         let path = path.as_ref();
-        let program = compile(path)?;
+        let options = sial_compiler::Options::from_env(Vec::new());
+        let (program, _warnings) = load_program(path, &options)?;
         let setup = match sial_interpreter::setup::beside(path) {
             Some(p) => {
                 sial_interpreter::setup::load(&p, &[]).map_err(|e| Error::Setup(e.to_string()))?
@@ -188,20 +192,32 @@ impl Done {
     }
 }
 
-/// A program from SIAL source or a `.siox` file.
-fn compile(path: &Path) -> Result<Program, Error> {
+/// A program from a `.siox` file or compiled from SIAL source (imports searched as `options`
+/// say), with the compiler's warnings as text (empty for bytecode). A program that does not
+/// compile is [`Error::Diagnostics`]; one the compiler made wrongly is an internal error.
+pub fn load_program(
+    path: &Path,
+    options: &sial_compiler::Options,
+) -> Result<(Program, String), Error> {
     let shown = path.display().to_string();
     let fail = |message: String| Error::Compile {
         path: shown.clone(),
         message,
     };
-    let bytes = std::fs::read(path).map_err(|e| fail(format!("cannot read file: {e}")))?;
+    let bytes = std::fs::read(path).map_err(|e| fail(format!("error: cannot read file: {e}")))?;
     if bytes.starts_with(sial_compiler::bytecode::MAGIC) {
-        return sial_compiler::bytecode::decode(&bytes).map_err(|e| fail(e.to_string()));
+        return sial_compiler::bytecode::decode(&bytes)
+            .map(|p| (p, String::new()))
+            .map_err(|e| fail(format!("error: {e}")));
     }
-    let options = sial_compiler::Options::from_env(Vec::new());
-    let c = sial_compiler::compile_file(path, &options)
-        .map_err(|e| fail(format!("cannot read file: {e}")))?;
+    let c = sial_compiler::compile_file(path, options)
+        .map_err(|e| fail(format!("error: cannot read file: {e}")))?;
     let text = c.diagnostics.render_for_run(&c.sources);
-    c.program.ok_or_else(|| fail(text))
+    let Some(program) = c.program else {
+        return Err(Error::Diagnostics(text));
+    };
+    program
+        .validate()
+        .map_err(|e| fail(format!("internal error: the compiler produced {e}")))?;
+    Ok((program, text))
 }

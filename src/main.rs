@@ -241,29 +241,28 @@ fn compile_showing(path: &Path, options: &Options, show_unused: bool) -> Option<
     }
 }
 
-/// A program from a bytecode file, or compiled from source.
+/// A program from a bytecode file, or compiled from source; the compiler's messages are
+/// printed (under mpirun by rank 0 alone: every rank compiles the same sources).
 fn load_program(path: &Path, options: &Options) -> Result<bytecode::Program, ExitCode> {
-    let bytes = std::fs::read(path).map_err(|e| {
-        eprintln!("{}: error: cannot read file: {e}", path.display());
-        ExitCode::from(1)
-    })?;
-    if bytes.starts_with(bytecode::MAGIC) {
-        return bytecode::decode(&bytes).map_err(|e| {
-            eprintln!("{}: error: {e}", path.display());
-            ExitCode::from(1)
-        });
+    let said = |text: &str| {
+        if rank_zero() {
+            let _ = std::io::stderr().write_all(text.as_bytes());
+        }
+    };
+    match sial::load_program(path, options) {
+        Ok((program, warnings)) => {
+            said(&warnings);
+            Ok(program)
+        }
+        Err(sial::Error::Diagnostics(text)) => {
+            said(&text);
+            Err(ExitCode::from(1))
+        }
+        Err(e) => {
+            eprintln!("{e}");
+            Err(ExitCode::from(1))
+        }
     }
-    let program = compile_showing(path, options, false)
-        .and_then(|c| c.program)
-        .ok_or(ExitCode::from(1))?;
-    program.validate().map_err(|e| {
-        eprintln!(
-            "{}: internal error: the compiler produced {e}",
-            path.display()
-        );
-        ExitCode::from(1)
-    })?;
-    Ok(program)
 }
 
 /// The options of `sial run`.

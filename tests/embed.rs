@@ -50,7 +50,7 @@ fn errors_say_what_went_wrong() {
     let bad = dir.join("bad.sial");
     std::fs::write(&bad, "sial bad\nscalar x\nx = y\nendsial bad\n").expect("program");
     match Job::from_file(&bad) {
-        Err(Error::Compile { message, .. }) => assert!(message.contains("y"), "{message}"),
+        Err(Error::Diagnostics(message)) => assert!(message.contains("y"), "{message}"),
         other => panic!("{:?}", other.err()),
     }
     // A special the registry does not have is an error of the run, at its line.

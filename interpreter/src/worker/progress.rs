@@ -112,7 +112,7 @@ impl Pardo {
                 bar.set_style(style);
                 bar.set_prefix(self.label.clone());
                 bar.set_position(done);
-                bar.set_message(self.pace(done, elapsed));
+                bar.set_message(pace(self.total, done, elapsed));
                 bar.set_draw_target(ProgressDrawTarget::stderr());
                 self.shown = Shown::Bar(bar, Instant::now());
             }
@@ -120,8 +120,7 @@ impl Pardo {
                 if last.elapsed() >= REDRAW {
                     *last = Instant::now();
                     bar.set_position(done);
-                    let pace = pace(self.total, done, elapsed);
-                    bar.set_message(pace);
+                    bar.set_message(pace(self.total, done, elapsed));
                 }
             }
             Shown::Nothing => {
@@ -143,12 +142,8 @@ impl Pardo {
             self.label,
             self.total,
             100.0 * done as f64 / self.total.max(1) as f64,
-            self.pace(done, elapsed)
+            pace(self.total, done, elapsed)
         );
-    }
-
-    fn pace(&self, done: u64, elapsed: Duration) -> String {
-        pace(self.total, done, elapsed)
     }
 }
 

@@ -76,6 +76,13 @@ pub fn layout(workers: usize, servers: usize) -> Vec<bool> {
     roles
 }
 
+/// What global rank `global` of a `layout` is: a server or not, and its rank among its role.
+pub fn role_of(roles: &[bool], global: usize) -> (bool, usize) {
+    let server = roles.get(global).copied().unwrap_or(false);
+    let before = &roles[..global.min(roles.len())];
+    (server, before.iter().filter(|&&r| r == server).count())
+}
+
 /// Server owning a block: block number mod S (SIAL-SPEC §7.4).
 pub fn owner(block_number: u64, servers: usize) -> usize {
     (block_number % servers.max(1) as u64) as usize
@@ -97,6 +104,8 @@ mod tests {
         assert_eq!(layout(1, 3), vec![w, s, s, s]);
         assert_eq!(layout(2, 3), vec![w, s, s, w, s]);
         assert_eq!(layout(2, 0), vec![w, w]);
+        assert_eq!(role_of(&layout(3, 2), 3), (false, 2));
+        assert_eq!(role_of(&layout(3, 2), 4), (true, 1));
     }
 
     #[test]

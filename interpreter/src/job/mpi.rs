@@ -142,11 +142,7 @@ pub fn run(
 
 /// What global rank `rank` is: "worker K" or "server K".
 fn role_name(roles: &[bool], rank: usize) -> String {
-    let server = roles.get(rank).copied().unwrap_or(false);
-    let k = roles[..rank.min(roles.len())]
-        .iter()
-        .filter(|&&r| r == server)
-        .count();
+    let (server, k) = crate::cluster::role_of(roles, rank);
     format!("{} {k}", if server { "server" } else { "worker" })
 }
 

@@ -277,8 +277,7 @@ pub fn connect(universe: &Universe, workers: usize, servers: usize) -> Result<Li
     }
     let roles = layout(workers, servers);
     let me = world.rank() as usize;
-    let is_server = roles[me];
-    let rank = roles[..me].iter().filter(|&&r| r == is_server).count();
+    let (is_server, rank) = super::role_of(&roles, me);
     let global = |server: bool| -> Vec<i32> {
         (0..size as i32)
             .filter(|&g| roles[g as usize] == server)

@@ -107,6 +107,23 @@ impl ToServer {
         }
     }
 
+    /// Whether the server answers it. The worker waits for the answer, so a transport that
+    /// holds requests to send several together sends this one at once.
+    pub fn has_reply(&self) -> bool {
+        match self {
+            ToServer::Get { .. }
+            | ToServer::Sync { .. }
+            | ToServer::SnapshotKeys { .. }
+            | ToServer::Snapshot { .. }
+            | ToServer::EndProgram { .. } => true,
+            ToServer::Claims { .. }
+            | ToServer::Put { .. }
+            | ToServer::Delete { .. }
+            | ToServer::SetPersistent { .. }
+            | ToServer::RestorePersistent { .. } => false,
+        }
+    }
+
     /// Bytes of block data the message carries.
     pub fn payload_bytes(&self) -> usize {
         match self {

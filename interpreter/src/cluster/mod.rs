@@ -21,7 +21,9 @@ pub trait WorkerLink {
     fn rank(&self) -> usize;
     fn workers(&self) -> usize;
     fn servers(&self) -> usize;
-    /// Sends a request to server `server` (0-based among the servers).
+    /// Sends a request to server `server` (0-based among the servers). A request without a
+    /// reply may be held to go with later ones, but never past this worker's next wait
+    /// (`recv`, `all_gather`, `broadcast`); requests to one server arrive in order.
     fn send(&mut self, server: usize, msg: ToServer) -> Result<()>;
     /// The next reply from any server; waits for it. Fails when the job is aborted.
     fn recv(&mut self) -> Result<ToWorker>;
@@ -43,6 +45,8 @@ pub trait ServerLink {
     fn servers(&self) -> usize;
     /// The next request from any worker; waits for it. Fails when the job is aborted.
     fn recv(&mut self) -> Result<ToServer>;
+    /// Sends a reply; it may be held while requests that have arrived wait to be handled,
+    /// but never past the server's next wait for a request.
     fn send(&mut self, worker: usize, msg: ToWorker) -> Result<()>;
 }
 

@@ -190,7 +190,7 @@ impl Transport for Processes {
             }
             Link::Worker(link) => work(ranks, link, out, done)?,
         };
-        self.0.flush();
+        self.0.flush()?;
         Ok(figures)
     }
 }

@@ -1,8 +1,9 @@
-//! The messages on the wire: each message serialised with postcard, with the shape and length
-//! of its block data but not the data (`message::data_length`). Small block data (up to
-//! [`INLINE_BYTES`] in all) travels in the same message, after the header: one message per put
-//! or reply instead of two, which is what many small blocks cost. Larger data follows as raw
-//! `f64` messages received straight into the block's buffer.
+//! The messages on the wire. A message is a batch of records back to back; a record is one
+//! request or reply serialised with postcard, with the shape and length of its block data but
+//! not the data (`message::data_length`), followed by that data when it is small (up to
+//! [`INLINE_BYTES`] in all): the header says how long it is, so records need no framing. Larger
+//! data follows the batch as raw `f64` messages received straight into the block's buffer.
+//! Many small requests to one server (or replies to one worker) thus cost one MPI message.
 
 use super::*;
 
@@ -10,77 +11,85 @@ pub(super) fn malformed() -> RuntimeError {
     RuntimeError::new("internal: malformed MPI message")
 }
 
-/// Block data up to this many bytes goes in the message of its header. Copying it in and out
+/// Block data up to this many bytes goes in the record of its header. Copying it in and out
 /// costs more than a second message from a few KiB on (docs/benchmarks.md, "Small messages").
 pub(super) const INLINE_BYTES: usize = 1 << 10;
 
-/// A message from its header, and the bytes after the header (block data sent inline).
+/// A record's header, and the bytes after it (its inline data, then the next records).
 fn header<T: for<'de> serde::Deserialize<'de>>(bytes: &[u8]) -> Result<(T, &[u8])> {
     postcard::take_from_bytes(bytes).map_err(|_| malformed())
 }
 
-/// Whether `bytes` of block data go in the message of their header.
+/// Whether `bytes` of block data go in the record of their header.
 fn inline(bytes: usize) -> bool {
     bytes > 0 && bytes <= INLINE_BYTES
 }
 
-/// Appends `data` to a message's header (inline block data, in the machine's byte order as
-/// the data messages are).
-fn append(header: &mut Vec<u8>, data: &[f64]) {
-    header.extend_from_slice(bytemuck::cast_slice(data));
+/// Appends a record's header to a batch.
+fn append_header<T: serde::Serialize>(batch: &mut Vec<u8>, msg: &T) -> Result<()> {
+    postcard::to_io(msg, batch)
+        .map(|_| ())
+        .map_err(|e| RuntimeError::new(format!("internal: cannot encode an MPI message: {e}")))
 }
 
-/// Fills `buffers` with their data: from `inline` when it was sent in the message (its length
-/// then is exactly theirs), otherwise from the data messages that follow (`receive`).
-fn fill(
+/// Appends inline block data to a batch (in the machine's byte order, as data messages are).
+fn append_data(batch: &mut Vec<u8>, data: &[f64]) {
+    batch.extend_from_slice(bytemuck::cast_slice(data));
+}
+
+/// Fills `buffers` with their data: from `rest` when it travels inline (by the same rule as
+/// the sender's), otherwise from the data messages that follow the batch (`receive`). Returns
+/// the bytes after the record.
+fn fill<'b>(
     buffers: Vec<&mut [f64]>,
-    inline: &[u8],
+    rest: &'b [u8],
     receive: &mut dyn FnMut(&mut [f64]),
-) -> Result<()> {
-    if inline.is_empty() {
-        buffers.into_iter().for_each(receive);
-        return Ok(());
-    }
+) -> Result<&'b [u8]> {
     let total: usize = buffers.iter().map(|b| b.len() * 8).sum();
-    if total != inline.len() {
+    if !inline(total) {
+        buffers.into_iter().for_each(receive);
+        return Ok(rest);
+    }
+    if rest.len() < total {
         return Err(malformed());
     }
-    let mut rest = inline;
+    let (mut data, after) = rest.split_at(total);
     for b in buffers {
-        let (mine, after) = rest.split_at(b.len() * 8);
+        let (mine, others) = data.split_at(b.len() * 8);
         bytemuck::cast_slice_mut::<f64, u8>(b).copy_from_slice(mine);
-        rest = after;
+        data = others;
     }
-    Ok(())
+    Ok(after)
 }
 
-/// The header of a request, and the block data that follows it.
-pub(super) fn encode_request(msg: ToServer) -> (Vec<u8>, Option<Vec<f64>>) {
-    // Encoding plain data into a Vec cannot fail.
-    let mut header = postcard::to_stdvec(&msg).unwrap_or_default();
-    let data = match msg {
+/// Appends a request to a batch; returns the block data that must follow the batch as its own
+/// message, if any.
+pub(super) fn encode_request(msg: ToServer, batch: &mut Vec<u8>) -> Result<Option<Vec<f64>>> {
+    append_header(batch, &msg)?;
+    Ok(match msg {
+        ToServer::Put {
+            payload: Payload::Block(d),
+            ..
+        } if inline(d.len() * 8) => {
+            append_data(batch, &d);
+            None
+        }
         ToServer::Put {
             payload: Payload::Block(d),
             ..
         } => Some(d),
         _ => None,
-    };
-    match data {
-        Some(d) if inline(d.len() * 8) => {
-            append(&mut header, &d);
-            (header, None)
-        }
-        other => (header, other),
-    }
+    })
 }
 
-/// A request from its header; `data` receives the values of its block, if any, into the buffer
-/// it is given.
-pub(super) fn decode_request(
-    header_bytes: &[u8],
+/// The first request of `bytes` (a batch, or what is left of one) and the bytes after it;
+/// `data` receives the values of its block, if they follow the batch, into the buffer it is
+/// given.
+pub(super) fn decode_request<'b>(
+    bytes: &'b [u8],
     data: &mut dyn FnMut(&mut [f64]),
-) -> Result<ToServer> {
-    let (mut msg, inline): (ToServer, _) = header(header_bytes)?;
+) -> Result<(ToServer, &'b [u8])> {
+    let (mut msg, rest): (ToServer, _) = header(bytes)?;
     let buffers: Vec<&mut [f64]> = match &mut msg {
         ToServer::Put {
             payload: Payload::Block(d),
@@ -88,14 +97,13 @@ pub(super) fn decode_request(
         } => vec![&mut d[..]],
         _ => Vec::new(),
     };
-    fill(buffers, inline, data)?;
-    Ok(msg)
+    let rest = fill(buffers, rest, data)?;
+    Ok((msg, rest))
 }
 
-/// The header of a reply, and the blocks whose data follows it (in order).
-pub(super) fn encode_reply(msg: ToWorker) -> (Vec<u8>, Vec<Arc<Block>>) {
-    // Encoding plain data into a Vec cannot fail.
-    let mut header = postcard::to_stdvec(&msg).unwrap_or_default();
+/// Appends a reply to a batch; returns the blocks whose data must follow the batch, in order.
+pub(super) fn encode_reply(msg: ToWorker, batch: &mut Vec<u8>) -> Result<Vec<Arc<Block>>> {
+    append_header(batch, &msg)?;
     let blocks: Vec<Arc<Block>> = match msg {
         ToWorker::Block { block, .. } => vec![block],
         ToWorker::Snapshot { blocks, .. } => blocks.into_iter().map(|(_, b)| b).collect(),
@@ -107,19 +115,20 @@ pub(super) fn encode_reply(msg: ToWorker) -> (Vec<u8>, Vec<Arc<Block>>) {
     let bytes: usize = blocks.iter().map(|b| b.data.len() * 8).sum();
     if inline(bytes) {
         for b in &blocks {
-            append(&mut header, &b.data);
+            append_data(batch, &b.data);
         }
-        return (header, Vec::new());
+        return Ok(Vec::new());
     }
-    (header, blocks)
+    Ok(blocks)
 }
 
-/// A reply from its header; `data` receives the values of each block that follows.
-pub(super) fn decode_reply(
-    header_bytes: &[u8],
+/// The first reply of `bytes` and the bytes after it; `data` receives the values of each
+/// block that follows the batch.
+pub(super) fn decode_reply<'b>(
+    bytes: &'b [u8],
     data: &mut dyn FnMut(&mut [f64]),
-) -> Result<ToWorker> {
-    let (mut msg, inline): (ToWorker, _) = header(header_bytes)?;
+) -> Result<(ToWorker, &'b [u8])> {
+    let (mut msg, rest): (ToWorker, _) = header(bytes)?;
     let blocks: Vec<&mut Arc<Block>> = match &mut msg {
         ToWorker::Block { block, .. } => vec![block],
         ToWorker::Snapshot { blocks, .. } => blocks.iter_mut().map(|(_, b)| b).collect(),
@@ -133,8 +142,8 @@ pub(super) fn decode_reply(
         // Just deserialised: nothing else holds it.
         buffers.push(&mut Arc::get_mut(b).ok_or_else(malformed)?.data[..]);
     }
-    fill(buffers, inline, data)?;
-    Ok(msg)
+    let rest = fill(buffers, rest, data)?;
+    Ok((msg, rest))
 }
 
 #[cfg(test)]
@@ -152,8 +161,22 @@ mod tests {
         }
     }
 
+    /// A batch of one request, and the data that follows it.
+    fn alone(msg: ToServer) -> (Vec<u8>, Option<Vec<f64>>) {
+        let mut batch = Vec::new();
+        let data = encode_request(msg, &mut batch).expect("encodes");
+        (batch, data)
+    }
+
+    /// A batch of one reply, and the blocks that follow it.
+    fn alone_reply(msg: ToWorker) -> (Vec<u8>, Vec<Arc<Block>>) {
+        let mut batch = Vec::new();
+        let blocks = encode_reply(msg, &mut batch).expect("encodes");
+        (batch, blocks)
+    }
+
     #[test]
-    fn requests_survive_the_header_codec() {
+    fn requests_survive_the_codec() {
         let from = Origin {
             worker: 3,
             section: 9,
@@ -219,24 +242,21 @@ mod tests {
         ];
         for msg in msgs {
             let text = format!("{msg:?}");
-            let (header, data) = encode_request(msg);
-            let mut data = data;
-            let back = decode_request(&header, &mut |buf| {
+            let (batch, mut data) = alone(msg);
+            let (back, rest) = decode_request(&batch, &mut |buf| {
                 let d = data.take().unwrap_or_default();
                 assert_eq!(d.len(), buf.len());
                 buf.copy_from_slice(&d);
             })
             .expect("decodes");
             assert_eq!(format!("{back:?}"), text);
-            assert!(decode_request(&header[..header.len() - 1], &mut |_| {}).is_err());
-            let mut longer = header.clone();
-            longer.push(0);
-            assert!(decode_request(&longer, &mut |_| {}).is_err());
+            assert!(rest.is_empty());
+            assert!(decode_request(&batch[..batch.len() - 1], &mut |_| {}).is_err());
         }
     }
 
     #[test]
-    fn replies_survive_the_header_codec() {
+    fn replies_survive_the_codec() {
         let block = |n: usize| {
             Arc::new(Block {
                 shape: vec![n, 1],
@@ -289,20 +309,21 @@ mod tests {
         ];
         for msg in msgs {
             let text = format!("{msg:?}");
-            let (header, blocks) = encode_reply(msg);
+            let (batch, blocks) = alone_reply(msg);
             let mut blocks = blocks.into_iter();
-            let back = decode_reply(&header, &mut |buf| {
+            let (back, rest) = decode_reply(&batch, &mut |buf| {
                 let b = blocks.next().expect("a block follows");
                 assert_eq!(b.data.len(), buf.len());
                 buf.copy_from_slice(&b.data);
             })
             .expect("decodes");
             assert_eq!(format!("{back:?}"), text);
+            assert!(rest.is_empty());
         }
     }
 
     #[test]
-    fn small_blocks_travel_in_the_header_and_large_ones_after_it() {
+    fn small_blocks_travel_in_the_record_and_large_ones_after_the_batch() {
         let from = Origin {
             worker: 1,
             section: 2,
@@ -320,21 +341,112 @@ mod tests {
         for (n, inline) in [(1, true), (small, true), (small + 1, false)] {
             let msg = put(n);
             let text = format!("{msg:?}");
-            let (header, data) = encode_request(msg);
+            let (batch, data) = alone(msg);
             assert_eq!(data.is_none(), inline, "{n} values");
             let mut after = data.into_iter();
-            let back = decode_request(&header, &mut |buf| {
+            let (back, _) = decode_request(&batch, &mut |buf| {
                 buf.copy_from_slice(&after.next().expect("data follows"));
             })
             .expect("decodes");
             assert_eq!(format!("{back:?}"), text);
         }
-        // Inline data of the wrong length is refused, not read past.
-        let (mut header, _) = encode_request(put(4));
-        header.pop();
-        assert!(decode_request(&header, &mut |_| {}).is_err());
-        let (mut header, _) = encode_reply(ToWorker::Synced { server: 0 });
-        header.extend([0u8; 8]);
-        assert!(decode_reply(&header, &mut |_| {}).is_err());
+        // Inline data cut short is refused, not read past; bytes after a record that are no
+        // record are refused when decoded.
+        let (mut batch, _) = alone(put(4));
+        batch.pop();
+        assert!(decode_request(&batch, &mut |_| {}).is_err());
+        let (mut batch, _) = alone_reply(ToWorker::Synced { server: 0 });
+        batch.extend([0u8; 8]);
+        let (_, rest) = decode_reply(&batch, &mut |_| {}).expect("decodes");
+        assert_eq!(rest.len(), 8);
+        assert!(decode_reply(rest, &mut |_| {}).is_err());
+        assert!(decode_request(&[], &mut |_| {}).is_err());
+    }
+
+    #[test]
+    fn a_batch_decodes_to_its_requests_in_order() {
+        let from = |line| Origin {
+            worker: 1,
+            section: 4,
+            line,
+        };
+        let put = |line, n: usize| ToServer::Put {
+            from: from(line),
+            array: 2,
+            key: key(),
+            shape: vec![n],
+            op: PutOp::Accumulate,
+            payload: Payload::Block((0..n).map(|i| line as f64 + i as f64 / 8.0).collect()),
+        };
+        let mut msgs: Vec<ToServer> = (0..100).map(|i| put(i, 1 + i as usize % 3)).collect();
+        msgs.push(ToServer::Delete {
+            from: from(200),
+            array: 3,
+        });
+        // The last record's data is too large to go inline: it follows the batch.
+        msgs.push(put(201, INLINE_BYTES / 8 + 1));
+        let texts: Vec<String> = msgs.iter().map(|m| format!("{m:?}")).collect();
+        let mut batch = Vec::new();
+        let mut following = Vec::new();
+        for m in msgs {
+            following.extend(encode_request(m, &mut batch).expect("encodes"));
+        }
+        assert_eq!(following.len(), 1);
+        let mut following = following.into_iter();
+        let mut rest = &batch[..];
+        let mut back = Vec::new();
+        while !rest.is_empty() {
+            let (m, after) = decode_request(rest, &mut |buf| {
+                buf.copy_from_slice(&following.next().expect("data follows"));
+            })
+            .expect("decodes");
+            back.push(format!("{m:?}"));
+            rest = after;
+        }
+        assert_eq!(back, texts);
+    }
+
+    #[test]
+    fn a_batch_decodes_to_its_replies_in_order() {
+        let block = |n: usize, v: f64| {
+            Arc::new(Block {
+                shape: vec![n],
+                data: vec![v; n],
+            })
+        };
+        let mut msgs: Vec<ToWorker> = (0..50)
+            .map(|i| ToWorker::Block {
+                array: i,
+                key: key(),
+                section: 2,
+                block: block(1 + i as usize % 4, f64::from(i)),
+            })
+            .collect();
+        msgs.push(ToWorker::Synced { server: 0 });
+        msgs.push(ToWorker::Block {
+            array: 9,
+            key: key(),
+            section: 2,
+            block: block(INLINE_BYTES, -1.0),
+        });
+        let texts: Vec<String> = msgs.iter().map(|m| format!("{m:?}")).collect();
+        let mut batch = Vec::new();
+        let mut following = Vec::new();
+        for m in msgs {
+            following.extend(encode_reply(m, &mut batch).expect("encodes"));
+        }
+        let mut following = following.into_iter();
+        let mut rest = &batch[..];
+        let mut back = Vec::new();
+        while !rest.is_empty() {
+            let (m, after) = decode_reply(rest, &mut |buf| {
+                buf.copy_from_slice(&following.next().expect("a block follows").data);
+            })
+            .expect("decodes");
+            back.push(format!("{m:?}"));
+            rest = after;
+        }
+        assert_eq!(back, texts);
+        assert!(following.next().is_none());
     }
 }

@@ -1,8 +1,12 @@
 //! The MPI transport (feature `mpi`): every rank is a process of `MPI_COMM_WORLD`, started by
-//! `mpirun`, with the roles of [`super::layout`] (SIAL-SPEC §7.2). Requests and replies are a
-//! small header (the message without its block data, in a compact binary form) followed by the
-//! block data as raw `f64` messages, received straight into the block's buffer. The collectives
-//! among workers run on a communicator of the workers only.
+//! `mpirun`, with the roles of [`super::layout`] (SIAL-SPEC §7.2). Requests and replies are
+//! records of a compact binary form with small block data inline; larger block data follows as
+//! raw `f64` messages, received straight into the block's buffer ([`codec`]). Records to one
+//! rank travel together in one message ([`batch`]): a worker holds its requests that have no
+//! reply (puts, claims, deletes) until one that has a reply, the size limit, or a wait; a server
+//! holds its replies while requests that arrived are still to be handled. Messages between two
+//! ranks stay in the order they were sent, so a server still applies each worker's requests in
+//! its order. The collectives among workers run on a communicator of the workers only.
 //!
 //! Sends are non-blocking and the sender keeps the buffer until MPI is done with it: a worker
 //! sending a large put while its server sends it a large block would otherwise wait on each
@@ -24,10 +28,12 @@ use ::mpi::topology::{Color, Communicator, SimpleCommunicator};
 use std::collections::VecDeque;
 use std::sync::Arc;
 
+mod batch;
 mod codec;
 pub mod heartbeat;
 mod outbox;
 
+use batch::*;
 use codec::*;
 use outbox::*;
 
@@ -43,8 +49,9 @@ pub struct MpiWorker {
     team: SimpleCommunicator,
     rank: usize,
     workers: usize,
-    /// Global rank of each server.
-    servers: Vec<i32>,
+    /// Requests held for each server.
+    requests: Batches,
+    replies: Inbox,
     outbox: Outbox,
 }
 
@@ -52,8 +59,9 @@ pub struct MpiWorker {
 pub struct MpiServer {
     world: SimpleCommunicator,
     rank: usize,
-    /// Global rank of each worker.
-    workers: Vec<i32>,
+    /// Replies held for each worker.
+    replies: Batches,
+    requests: Inbox,
     outbox: Outbox,
 }
 
@@ -65,16 +73,17 @@ impl WorkerLink for MpiWorker {
         self.workers
     }
     fn servers(&self) -> usize {
-        self.servers.len()
+        self.requests.len()
     }
     fn send(&mut self, server: usize, msg: ToServer) -> Result<()> {
-        let dest = *self
-            .servers
-            .get(server)
-            .ok_or_else(|| RuntimeError::new(format!("internal: no server {server}")))?;
         self.outbox.reap();
-        let (header, data) = encode_request(msg);
-        self.outbox.post(dest, TO_SERVER, Held::Bytes(header))?;
+        // The worker will wait for the answer: the request goes now, with those held before it.
+        let now = msg.has_reply();
+        let (dest, batch) = self.requests.of(server)?;
+        let data = encode_request(msg, batch)?;
+        if now || data.is_some() || self.requests.full(server) {
+            self.requests.flush(server, &mut self.outbox)?;
+        }
         if let Some(data) = data {
             self.outbox.post(dest, TO_SERVER, Held::Data(data))?;
         }
@@ -82,26 +91,23 @@ impl WorkerLink for MpiWorker {
     }
     fn recv(&mut self) -> Result<ToWorker> {
         self.outbox.reap();
-        receive(&self.world, TO_WORKER, decode_reply)
+        if !self.replies.poll(&self.world) {
+            // Nothing held waits with the worker (the servers apply it meanwhile).
+            self.requests.flush_all(&mut self.outbox)?;
+            self.replies.wait(&self.world);
+        }
+        self.replies.next(&self.world, decode_reply)
     }
     fn try_recv(&mut self) -> Result<Option<ToWorker>> {
         self.outbox.reap();
-        let Some(probed) = self
-            .world
-            .any_process()
-            .immediate_matched_probe_with_tag(TO_WORKER)
-        else {
+        if !self.replies.poll(&self.world) {
             return Ok(None);
-        };
-        let (header, status) = probed.matched_receive_vec::<u8>();
-        let from = self.world.process_at_rank(status.source_rank());
-        decode_reply(&header, &mut |data| {
-            from.receive_into_with_tag(data, TO_WORKER);
-        })
-        .map(Some)
+        }
+        self.replies.next(&self.world, decode_reply).map(Some)
     }
     fn all_gather(&mut self, data: Vec<f64>) -> Result<Vec<Vec<f64>>> {
         self.outbox.reap();
+        self.requests.flush_all(&mut self.outbox)?;
         let mine = count_of(data.len())?;
         let mut counts = vec![0i32; self.workers];
         ::mpi::request::scope(|scope| {
@@ -140,6 +146,7 @@ impl WorkerLink for MpiWorker {
     }
     fn broadcast(&mut self, root: usize, data: Vec<f64>) -> Result<Vec<f64>> {
         self.outbox.reap();
+        self.requests.flush_all(&mut self.outbox)?;
         let root_rank = i32::try_from(root)
             .ok()
             .filter(|&r| (r as usize) < self.workers)
@@ -175,19 +182,27 @@ impl ServerLink for MpiServer {
     }
     fn servers(&self) -> usize {
         // Not needed by a server beyond its own rank; the world knows.
-        self.world.size() as usize - self.workers.len()
+        self.world.size() as usize - self.replies.len()
     }
     fn recv(&mut self) -> Result<ToServer> {
         self.outbox.reap();
-        receive(&self.world, TO_SERVER, decode_request)
+        if !self.requests.poll(&self.world) {
+            // Every request that arrived is handled: the replies go out before the wait (so a
+            // barrier's `Synced` leaves after everything that arrived before its `Sync`).
+            self.replies.flush_all(&mut self.outbox)?;
+            self.requests.wait(&self.world);
+        }
+        self.requests.next(&self.world, decode_request)
     }
     fn send(&mut self, worker: usize, msg: ToWorker) -> Result<()> {
-        let dest = *self
-            .workers
-            .get(worker)
-            .ok_or_else(|| RuntimeError::new(format!("internal: no worker {worker}")))?;
-        let (header, blocks) = encode_reply(msg);
-        self.outbox.post(dest, TO_WORKER, Held::Bytes(header))?;
+        let (dest, batch) = self.replies.of(worker)?;
+        let blocks = encode_reply(msg, batch)?;
+        if !blocks.is_empty() || self.replies.full(worker) {
+            self.replies.flush(worker, &mut self.outbox)?;
+        } else if !self.requests.poll(&self.world) {
+            // No request waits to be handled, so none will add to the batch soon.
+            self.replies.flush_all(&mut self.outbox)?;
+        }
         for block in blocks {
             self.outbox.post(dest, TO_WORKER, Held::Block(block))?;
         }
@@ -200,9 +215,9 @@ fn count_of(len: usize) -> Result<i32> {
         .map_err(|_| RuntimeError::new(format!("{len} values are too many for one MPI message")))
 }
 
-/// Decodes a message from its header; the callback receives each data message that follows
-/// into the buffer it is given.
-type Decode<T> = fn(&[u8], &mut dyn FnMut(&mut [f64])) -> Result<T>;
+/// Decodes the first record of a batch, returning the bytes after it; the callback receives
+/// each data message that follows the batch into the buffer it is given.
+type Decode<T> = for<'b> fn(&'b [u8], &mut dyn FnMut(&mut [f64])) -> Result<(T, &'b [u8])>;
 
 /// Polls `probe` until it finds a message. MPI's own blocking probe spins on the core, which
 /// starves the other ranks when there are more ranks than cores (a laptop, a CI machine): after
@@ -238,17 +253,6 @@ fn wait_request<'a, D: ?Sized, S: ::mpi::request::Scope<'a>>(
     });
 }
 
-/// The next message with `tag` from any rank: its header, decoded with the data messages that
-/// follow it from the same rank (each received straight into its own buffer).
-fn receive<T>(world: &SimpleCommunicator, tag: i32, decode: Decode<T>) -> Result<T> {
-    let probed = wait_for(|| world.any_process().immediate_matched_probe_with_tag(tag));
-    let (header, status) = probed.matched_receive_vec::<u8>();
-    let from = world.process_at_rank(status.source_rank());
-    decode(&header, &mut |data| {
-        from.receive_into_with_tag(data, tag);
-    })
-}
-
 /// This process's end of the transport.
 pub enum Link {
     Worker(MpiWorker),
@@ -256,12 +260,16 @@ pub enum Link {
 }
 
 impl Link {
-    /// Waits until every message this process sent has left (before MPI is finalised).
-    pub fn flush(&mut self) {
-        match self {
-            Link::Worker(w) => w.outbox.drain(),
-            Link::Server(s) => s.outbox.drain(),
-        }
+    /// Sends what is held and waits until every message this process sent has left (before
+    /// MPI is finalised).
+    pub fn flush(&mut self) -> Result<()> {
+        let (batches, outbox) = match self {
+            Link::Worker(w) => (&mut w.requests, &mut w.outbox),
+            Link::Server(s) => (&mut s.replies, &mut s.outbox),
+        };
+        batches.flush_all(outbox)?;
+        outbox.drain();
+        Ok(())
     }
 }
 
@@ -290,7 +298,8 @@ pub fn connect(universe: &Universe, workers: usize, servers: usize) -> Result<Li
         return Ok(Link::Server(MpiServer {
             world,
             rank,
-            workers: global(false),
+            replies: Batches::new(global(false), TO_WORKER),
+            requests: Inbox::new(TO_SERVER),
             outbox,
         }));
     }
@@ -301,7 +310,8 @@ pub fn connect(universe: &Universe, workers: usize, servers: usize) -> Result<Li
         team,
         rank,
         workers,
-        servers: global(true),
+        requests: Batches::new(global(true), TO_SERVER),
+        replies: Inbox::new(TO_WORKER),
         outbox,
     }))
 }

@@ -2,14 +2,16 @@
 //! "MPI message rates and bandwidth"). For each block size, the time of COUNT one-way messages
 //! of the block (blocking sends, each received into a fresh buffer, then one acknowledgement:
 //! a put) and of COUNT small requests each answered with the block (all requests first, then
-//! the replies, each into a fresh buffer: a get).
+//! the replies, each into a fresh buffer: a get), and of the put again with the receiver
+//! keeping every block until the end, as a server does (its memory is new to the process, not
+//! the warm buffer the allocator hands back each time in the first put).
 //!
 //! ```sh
 //! cargo build --release --features mpi --example raw_mpi
 //! mpirun -n 2 target/release/examples/raw_mpi BYTES:COUNT...
 //! ```
 //!
-//! Prints `BYTES COUNT PUT_SECONDS GET_SECONDS` for each argument.
+//! Prints `BYTES COUNT PUT_SECONDS GET_SECONDS KEPT_PUT_SECONDS` for each argument.
 
 use mpi::collective::CommunicatorCollectives;
 use mpi::point_to_point::{Destination, Source};
@@ -49,8 +51,13 @@ fn main() -> ExitCode {
         let started = Instant::now();
         get(first, &other, values, count);
         let get = started.elapsed().as_secs_f64();
+        world.barrier();
+        let started = Instant::now();
+        let kept = put_kept(first, &other, values, count);
+        let put_kept = started.elapsed().as_secs_f64();
+        drop(kept);
         if first {
-            println!("{bytes} {count} {put:.6} {get:.6}");
+            println!("{bytes} {count} {put:.6} {get:.6} {put_kept:.6}");
         }
     }
     ExitCode::SUCCESS
@@ -80,6 +87,23 @@ fn put(first: bool, other: &Process<'_>, values: usize, count: usize) {
         }
         other.send(&0u8);
     }
+}
+
+/// As [`put`], but rank 1 keeps every block it received (returned, to be dropped after the
+/// time is taken).
+fn put_kept(first: bool, other: &Process<'_>, values: usize, count: usize) -> Vec<Vec<f64>> {
+    let mut kept = Vec::new();
+    if first {
+        put(first, other, values, count);
+        return kept;
+    }
+    for _ in 0..count {
+        let mut block = vec![0.0f64; values];
+        other.receive_into(&mut block[..]);
+        kept.push(block);
+    }
+    other.send(&0u8);
+    kept
 }
 
 /// Rank 0 sends `count` requests, then receives as many blocks into fresh buffers; rank 1

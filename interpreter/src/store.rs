@@ -53,6 +53,11 @@ pub fn zeroed(n: usize) -> Option<Vec<f64>> {
     }
 }
 
+/// A map keyed by blocks. Block keys are a few small integers chosen by the program, not by an
+/// adversary, so they need no DoS-resistant hash; SipHash was a leading cost of every small put
+/// and get (docs/benchmarks.md, "MPI message rates: the cost per operation").
+pub type KeyMap<K, V> = HashMap<K, V, rustc_hash::FxBuildHasher>;
+
 /// Identity of a block within its array: the segment of each dimension, and for dimensions
 /// declared with a subindex also the parent's segment (subsegment extents depend on it).
 #[derive(
@@ -96,7 +101,7 @@ pub type Held = Rc<Cell<usize>>;
 /// worker's count of bytes held; a block's data can change but not its size.
 #[derive(Debug, Default)]
 pub struct BlockMap {
-    blocks: HashMap<BlockKey, Block>,
+    blocks: KeyMap<BlockKey, Block>,
     held: Held,
 }
 
@@ -107,7 +112,7 @@ fn bytes(b: &Block) -> usize {
 impl BlockMap {
     pub fn new(held: Held) -> BlockMap {
         BlockMap {
-            blocks: HashMap::new(),
+            blocks: KeyMap::default(),
             held,
         }
     }

@@ -10,8 +10,8 @@
 
 use super::race::Mode;
 use crate::error::{Result, RuntimeError};
-use crate::store::{Block, BlockKey};
-use std::collections::{BTreeMap, HashMap};
+use crate::store::{Block, BlockKey, KeyMap};
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
@@ -70,7 +70,7 @@ impl Slot {
 
 #[derive(Default)]
 struct ArrayBlocks {
-    blocks: HashMap<BlockKey, Slot>,
+    blocks: KeyMap<BlockKey, Slot>,
     file: Option<(File, PathBuf)>,
     file_len: u64,
 }
@@ -100,7 +100,7 @@ pub struct BlockStore {
     disk_used: u64,
     /// The low parts of the blocks accumulated in the current sections (see [`Self::accumulate`]),
     /// with the section of each; counted in `memory`.
-    residuals: HashMap<(u32, BlockKey), (u32, Vec<f64>)>,
+    residuals: KeyMap<(u32, BlockKey), (u32, Vec<f64>)>,
     pub stats: DiskStats,
 }
 
@@ -142,7 +142,7 @@ impl BlockStore {
             lru: BTreeMap::new(),
             clock: 0,
             disk_used: 0,
-            residuals: HashMap::new(),
+            residuals: KeyMap::default(),
             stats: DiskStats::default(),
         }
     }
@@ -173,6 +173,9 @@ impl BlockStore {
     }
 
     fn touch(&mut self, array: u32, key: BlockKey) {
+        if !self.spills() {
+            return;
+        }
         self.clock += 1;
         let clock = self.clock;
         if let Some(s) = self.arrays[array as usize].blocks.get_mut(&key) {
@@ -182,6 +185,13 @@ impl BlockStore {
             }
             s.last_use = clock;
         }
+    }
+
+    /// Whether the server has a memory budget, so may spill. Without one nothing is ever
+    /// evicted and the order of use is not kept: `lru` stays empty (a B-tree update per
+    /// request was a leading cost of small puts and gets).
+    fn spills(&self) -> bool {
+        self.spill.budget != usize::MAX
     }
 
     fn account(&mut self, delta_in: usize, delta_out: usize) {
@@ -465,16 +475,18 @@ impl BlockStore {
             mode: Mode::None,
             section,
             data: None,
-            shape: block.shape.clone(),
+            shape: Vec::new(),
             place: None,
             dirty: true,
             last_use: clock,
         });
-        slot.shape = block.shape.clone();
+        slot.shape.clone_from(&block.shape);
         slot.data = Some(Arc::new(block));
         slot.dirty = true;
         slot.last_use = clock;
-        self.lru.insert(clock, (array, key));
+        if self.spills() {
+            self.lru.insert(clock, (array, key));
+        }
         self.account(bytes, 0);
         Ok(())
     }

@@ -370,7 +370,9 @@ impl<'p> Server<'p> {
         let section = from.section;
         let program = &self.program.name;
         let at = |e: RuntimeError| e.at(program, from.line);
-        let text = self.text(array, &key);
+        // Named only in an error: not formatted for every put.
+        let whole = self.program;
+        let text = || block_text(whole, array as usize, &key);
         match (op, payload) {
             (PutOp::Replace, Payload::Block(data)) => {
                 // The incoming buffer becomes the block.
@@ -385,7 +387,7 @@ impl<'p> Server<'p> {
             }
             (PutOp::Accumulate, Payload::Block(data)) => {
                 let bytes = data.len() * 8;
-                self.store.receive(bytes, &|| text.clone()).map_err(at)?;
+                self.store.receive(bytes, &text).map_err(at)?;
                 let r = self
                     .store
                     .accumulate(array, key, &shape, section, Addend::Block(&data));

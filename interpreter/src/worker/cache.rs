@@ -4,8 +4,7 @@
 //! them, first to be evicted, and counted as waste at their site when dropped unclaimed.
 
 use super::prefetch::Sites;
-use crate::store::{Block, BlockKey};
-use std::collections::HashMap;
+use crate::store::{Block, BlockKey, KeyMap};
 use std::sync::Arc;
 
 /// A fetched block of this section.
@@ -72,7 +71,7 @@ impl Entry {
 type Key = (u32, BlockKey);
 
 pub(super) struct Cache {
-    entries: HashMap<Key, Entry>,
+    entries: KeyMap<Key, Entry>,
     /// Bytes of the blocks present (pending or ready).
     bytes: usize,
     budget: usize,
@@ -86,7 +85,7 @@ pub(super) struct Cache {
 impl Cache {
     pub(super) fn new(budget: usize) -> Cache {
         Cache {
-            entries: HashMap::new(),
+            entries: KeyMap::default(),
             bytes: 0,
             budget,
             local_bytes: 0,

@@ -13,15 +13,21 @@
 //! 2. if the first dimension is still stride-1 in both, copies contiguous runs;
 //! 3. otherwise tiles the two dimensions that are fastest in the source and in the destination,
 //!    so each tile of source and destination stays in L1 while it is transposed, and loops over
-//!    the remaining dimensions outside the tiles;
-//! 4. when the row strides of a tile are such that its rows share a few L1 sets (strides near
-//!    multiples of 4 KiB, i.e. power-of-two extents such as 32⁴ or 1024²), each tile is staged
-//!    through a small contiguous buffer so that both the source reads and the destination writes
-//!    are whole contiguous rows (see [`transpose_tiles_staged`]).
+//!    the remaining dimensions outside the tiles; the tiles are square, or narrow and long where
+//!    the rows of one side are far apart ([`cut`]);
+//! 4. when the row strides of a square tile are such that its rows share a few L1 sets (strides
+//!    near multiples of 4 KiB, i.e. power-of-two extents such as 32⁴ or 1024²), each tile's
+//!    source rows are first copied whole into a small contiguous buffer (see
+//!    [`transpose_tiles_staged`]);
+//! 5. transposes each tile in 4×4 blocks held in vector registers where the CPU has AVX
+//!    ([`tile`]).
 
 use crate::error::{KernelError, Role};
 use crate::labels::{Operand, OperandMut, permutation_from_labels};
 use crate::shape::{MAX_RANK, Shape, check_len, check_permutation};
+use tile::Tile;
+
+mod tile;
 
 /// `dst = src` permuted: `dst[i_0,…,i_{n-1}] = src[j]` with `j[perm[d]] = i_d`.
 ///
@@ -73,6 +79,9 @@ pub fn permute_add_labeled(
 
 /// How one element is written; monomorphised so the inner loops stay tight.
 trait Store: Copy {
+    /// The factor of an accumulate; `None` for a plain copy (the vector tile kernel needs to
+    /// know which, see [`tile`]).
+    fn alpha(self) -> Option<f64>;
     fn store(self, d: &mut f64, s: f64);
 }
 
@@ -80,6 +89,9 @@ trait Store: Copy {
 struct Assign;
 
 impl Store for Assign {
+    fn alpha(self) -> Option<f64> {
+        None
+    }
     #[inline(always)]
     fn store(self, d: &mut f64, s: f64) {
         *d = s;
@@ -90,6 +102,9 @@ impl Store for Assign {
 struct AddScaled(f64);
 
 impl Store for AddScaled {
+    fn alpha(self) -> Option<f64> {
+        Some(self.0)
+    }
     #[inline(always)]
     fn store(self, d: &mut f64, s: f64) {
         *d += self.0 * s;
@@ -213,22 +228,83 @@ fn run<S: Store>(dst: &mut [f64], src: &[f64], loops: &Loops, st: S) {
             n_outer += 1;
         }
     }
-    let (ta, tb) = (tile_len(a.n), tile_len(b.n));
-    // Only the source side matters: the direct path writes each destination row as one
-    // contiguous run, finishing its lines at once, but reads the tile's source rows element by
-    // element, so one line of each of the `ta` source rows must stay in L1 for the whole tile.
-    if set_conflicts(a.ss, ta) {
-        let mut buf = vec![0.0; ta * tb];
-        for_each_offset(&outer[..n_outer], |doff, soff| {
+    let outer = &outer[..n_outer];
+    let cut = cut(a, b);
+    if cut.staged {
+        let mut buf = vec![0.0; cut.tiles.0 * cut.tiles.1];
+        for_each_offset(outer, |doff, soff| {
             let plane = Plane { a, b, doff, soff };
-            transpose_tiles_staged(dst, src, plane, &mut buf, st);
+            transpose_tiles_staged(dst, src, plane, &cut, &mut buf, st);
         });
     } else {
-        for_each_offset(&outer[..n_outer], |doff, soff| {
-            transpose_tiles(dst, src, Plane { a, b, doff, soff }, st);
+        for_each_offset(outer, |doff, soff| {
+            transpose_tiles(dst, src, Plane { a, b, doff, soff }, &cut, st);
         });
     }
 }
+
+/// How the planes of a transpose are cut and each tile transposed.
+#[derive(Debug, PartialEq, Eq)]
+struct Cut {
+    /// Tile extents along `a` (the destination's fastest loop) and `b` (the source's).
+    tiles: (usize, usize),
+    /// Source rows copied whole into a buffer first ([`transpose_tiles_staged`]).
+    staged: bool,
+    /// Destination rows written one at a time by the scalar loop instead of four at a time
+    /// by the vector kernel ([`tile::by_rows`]).
+    by_rows: bool,
+}
+
+/// Chooses the [`Cut`] for plane loops `a` and `b`. Rows far apart on one side make each
+/// square tile touch as many pages and L1 sets as it has rows, for 256 bytes each; there the
+/// tile is narrow across those rows and long along them (`NARROW` × up to `LONG`). Tiles with
+/// short rows (under `TILE`) that crowd into a few L1 sets, on either side, are written one
+/// destination row at a time by the scalar loop: with four open at a time the lines evicted
+/// each other (16⁴ and 24⁴ ran up to 1.4x slower than the scalar kernel). Measured on all 24
+/// permutations of 16⁴–48⁴ blocks (docs/benchmarks.md, "Permutations against memcpy").
+fn cut(a: Loop, b: Loop) -> Cut {
+    let dst_crowded = set_conflicts(b.ds, b.n, CROWDED);
+    let src_crowded = set_conflicts(a.ss, a.n, CROWDED);
+    let by_rows = |na: usize| na < TILE && (dst_crowded || src_crowded);
+    if a.ss >= FAR_ROWS && !dst_crowded {
+        // One destination line (8 elements) of each row per tile, from a few long source rows.
+        let tiles = (a.n.min(NARROW), split(b.n, LONG));
+        return Cut {
+            tiles,
+            staged: false,
+            by_rows: false,
+        };
+    }
+    if b.ds >= FAR_ROWS && !src_crowded {
+        // The mirror: a few destination rows, each written in a long run.
+        let tiles = (split(a.n, LONG), b.n.min(NARROW));
+        return Cut {
+            tiles,
+            staged: false,
+            by_rows: by_rows(tiles.0),
+        };
+    }
+    let tiles = (tile_len(a.n), tile_len(b.n));
+    // The tile kernel reads across all the tile's source rows, so one line of each must stay
+    // in L1 for the whole tile.
+    Cut {
+        tiles,
+        staged: set_conflicts(a.ss, tiles.0, THRASH),
+        by_rows: by_rows(tiles.0),
+    }
+}
+
+/// Rows per L1 set past which the vector kernel's lines evict each other, and past which
+/// staging the source rows pays ([`set_conflicts`]).
+const CROWDED: u8 = 4;
+const THRASH: u8 = 8;
+
+/// Rows at least this many elements (8 KiB) apart count as far apart (see [`cut`]).
+const FAR_ROWS: usize = 1024;
+/// Narrow tiles are one 64-byte line across the far rows...
+const NARROW: usize = 8;
+/// ...and up to 2 KiB along them.
+const LONG: usize = 256;
 
 /// Tile edge in elements: a 32×32 tile of f64 is 8 KiB per array, so the source tile, the
 /// destination tile and the staging buffer fit in L1 together.
@@ -240,25 +316,28 @@ const WHOLE: usize = 48;
 
 /// Splits `n` into tiles of at most `TILE`, balanced so no tile is a tiny remainder.
 fn tile_len(n: usize) -> usize {
-    if n <= WHOLE {
-        return n.max(1);
-    }
-    let tiles = n.div_ceil(TILE);
-    n.div_ceil(tiles)
+    if n <= WHOLE { n.max(1) } else { split(n, TILE) }
+}
+
+/// The length of the parts when `n` is split into as few parts of at most `max` as possible,
+/// balanced so no part is a tiny remainder.
+fn split(n: usize, max: usize) -> usize {
+    n.div_ceil(n.div_ceil(max).max(1)).max(1)
 }
 
 /// Whether `rows` rows `stride` elements apart crowd into few L1 sets: the L1 (48 KiB,
 /// 12-way, 64-byte lines) has 64 sets, so addresses 4 KiB apart share a set. Counts how many
-/// rows start in each set; more than 8 of the 12 ways (the direct transpose keeps a line of
-/// every source row of the tile live, and the ways are shared with the destination rows) means
-/// it would thrash. Measured: 16 rows 2 KiB apart (8 per set) are still faster direct.
-fn set_conflicts(stride: usize, rows: usize) -> bool {
+/// rows start in each set; more than `limit` in one means lines of the tile evict each other.
+/// Staging the source rows pays from more than 8 of the 12 ways (16 rows 2 KiB apart, 8 per
+/// set, are faster direct); the vector kernel, which keeps four destination rows open beside
+/// the source rows, already loses from more than 4 ([`cut`]).
+fn set_conflicts(stride: usize, rows: usize, limit: u8) -> bool {
     const SETS: usize = 64;
     let mut count = [0u8; SETS];
     for r in 0..rows.min(WHOLE) {
         let set = (r * stride * 8 / 64) % SETS;
         count[set] += 1;
-        if count[set] > 8 {
+        if count[set] > limit {
             return true;
         }
     }
@@ -275,21 +354,23 @@ struct Plane {
     soff: usize,
 }
 
-/// 2-D transpose of a [`Plane`]; each tile is transposed directly from source to
-/// destination. Used when the row strides spread the tile's rows over the L1 sets.
-fn transpose_tiles<S: Store>(dst: &mut [f64], src: &[f64], plane: Plane, st: S) {
+/// 2-D transpose of a [`Plane`] in tiles of `ta × tb`, each transposed directly from source to
+/// destination.
+fn transpose_tiles<S: Store>(dst: &mut [f64], src: &[f64], plane: Plane, cut: &Cut, st: S) {
     let Plane { a, b, doff, soff } = plane;
-    let ta = tile_len(a.n);
-    let tb = tile_len(b.n);
+    let (ta, tb) = cut.tiles;
     for jb in (0..b.n).step_by(tb) {
-        let eb = (jb + tb).min(b.n);
+        let nb = tb.min(b.n - jb);
         for ja in (0..a.n).step_by(ta) {
-            let ea = (ja + ta).min(a.n);
-            for ib in jb..eb {
-                let d0 = doff + ib * b.ds;
-                let s0 = soff + ib + ja * a.ss;
-                strided_store(&mut dst[d0 + ja..d0 + ea], &src[s0..], a.ss, st);
-            }
+            let tile = Tile {
+                d0: doff + ja + jb * b.ds,
+                s0: soff + jb + ja * a.ss,
+                na: ta.min(a.n - ja),
+                nb,
+                src_row: a.ss,
+                dst_row: b.ds,
+            };
+            tile::transpose(dst, src, tile, cut.by_rows, st);
         }
     }
 }
@@ -298,60 +379,47 @@ fn transpose_tiles<S: Store>(dst: &mut [f64], src: &[f64], plane: Plane, st: S) 
 /// few cache sets (power-of-two extents). `buf` is scratch space of at least
 /// `tile_len(a.n) * tile_len(b.n)` elements.
 ///
-/// Each tile goes through `buf`: first the tile's source rows are copied into it (contiguous
-/// reads, every source cache line used whole at once), then the destination rows are written
-/// from it (contiguous writes, every destination line produced whole at once); only the
-/// strided gather happens inside `buf`, which is contiguous and so free of cache-set
-/// conflicts. Transposing straight from source to destination instead keeps one partial line
-/// of each of the up to 2×48 rows live for the whole tile, and when the row strides are
+/// Each tile's source rows are first copied into `buf` (contiguous reads, every source cache
+/// line used whole at once); the transpose then reads `buf`, which is contiguous and so free of
+/// cache-set conflicts. Transposing straight from the source instead keeps one partial line of
+/// each of the tile's source rows live for the whole tile, and when the row strides are
 /// multiples of 4 KiB (power-of-two extents: 32⁴ rows are 256 KiB apart) all those lines fall
 /// into the same L1 (and L2) set, are evicted and re-fetched for every element: 32⁴ ran 2.5x
-/// slower than 31⁴ (docs/benchmarks.md, "Permute kernel, second version"). Staging costs an
-/// extra in-L1 copy, so it is only used when [`set_conflicts`] says the direct path thrashes.
+/// slower than 31⁴ (docs/benchmarks.md, "Permute kernel, second version"). The destination
+/// side needs no staging: the tile kernel writes four destination rows at a time, whole.
+/// Staging costs an extra in-L1 copy, so it is only used when [`set_conflicts`] says the
+/// direct path thrashes.
 fn transpose_tiles_staged<S: Store>(
     dst: &mut [f64],
     src: &[f64],
     plane: Plane,
+    cut: &Cut,
     buf: &mut [f64],
     st: S,
 ) {
     let Plane { a, b, doff, soff } = plane;
-    let ta = tile_len(a.n);
-    let tb = tile_len(b.n);
+    let (ta, tb) = cut.tiles;
     for jb in (0..b.n).step_by(tb) {
         let nb = tb.min(b.n - jb);
         for ja in (0..a.n).step_by(ta) {
             let na = ta.min(a.n - ja);
-            let tile = &mut buf[..na * nb];
-            // Gather: tile[i * nb + k] = src(a = ja + i, b = jb + k).
+            let staged = &mut buf[..na * nb];
+            // staged[i * nb + k] = src(a = ja + i, b = jb + k).
             let s0 = soff + jb + ja * a.ss;
-            for (i, row) in tile.chunks_exact_mut(nb).enumerate() {
+            for (i, row) in staged.chunks_exact_mut(nb).enumerate() {
                 row.copy_from_slice(&src[s0 + i * a.ss..][..nb]);
             }
-            // Scatter: destination row k (b = jb + k) is column k of the tile.
-            let d0 = doff + ja + jb * b.ds;
-            for k in 0..nb {
-                let out = &mut dst[d0 + k * b.ds..][..na];
-                strided_store(out, &tile[k..], nb, st);
-            }
+            let tile = Tile {
+                d0: doff + ja + jb * b.ds,
+                s0: 0,
+                na,
+                nb,
+                src_row: nb,
+                dst_row: b.ds,
+            };
+            tile::transpose(dst, staged, tile, cut.by_rows, st);
         }
     }
-}
-
-/// `out[i] = s[i * stride]` (through `st`), for `s.len() > (out.len() - 1) * stride`.
-#[inline(always)]
-fn strided_store<S: Store>(out: &mut [f64], s: &[f64], stride: usize, st: S) {
-    // Taking the first element of each `chunks_exact(stride)` compiles to a loop without
-    // per-element bounds checks (about half the instructions of `step_by`); the last element is
-    // done separately because its chunk may run past the data.
-    let Some((last, head)) = out.split_last_mut() else {
-        return;
-    };
-    let s_last = head.len() * stride;
-    for (d, chunk) in head.iter_mut().zip(s[..s_last].chunks_exact(stride)) {
-        st.store(d, chunk[0]);
-    }
-    st.store(last, s[s_last]);
 }
 
 /// Calls `f(dst_offset, src_offset)` for every point of the loop nest (loop 0 fastest).
@@ -544,18 +612,106 @@ mod tests {
     #[test]
     fn staging_is_chosen_for_power_of_two_strides() -> Result<(), KernelError> {
         // 32^4 [3,2,1,0]: rows 256 KiB apart all share one set; 31^4: spread out.
-        assert!(set_conflicts(32 * 32 * 32, 32));
-        assert!(!set_conflicts(16, 32));
-        assert!(!set_conflicts(256, 16));
-        assert!(set_conflicts(1024, 32));
-        assert!(!set_conflicts(31 * 31 * 31, 31));
-        assert!(!set_conflicts(32, 32));
+        assert!(set_conflicts(32 * 32 * 32, 32, THRASH));
+        assert!(!set_conflicts(16, 32, THRASH));
+        assert!(!set_conflicts(256, 16, THRASH));
+        assert!(set_conflicts(1024, 32, THRASH));
+        assert!(!set_conflicts(31 * 31 * 31, 31, THRASH));
+        assert!(!set_conflicts(32, 32, THRASH));
+        assert!(set_conflicts(256, 16, CROWDED));
         // Both paths, with ragged tiles (extents above WHOLE are split into tiles).
         check_one(&[32, 32, 8, 16], &[3, 2, 1, 0], 11)?;
         check_one(&[64, 3, 64], &[2, 1, 0], 12)?;
         check_one(&[100, 512], &[1, 0], 13)?;
         check_one(&[512, 100], &[1, 0], 14)?;
         check_one(&[8, 1, 16, 2, 32], &[4, 2, 0, 3, 1], 15)?;
+        Ok(())
+    }
+
+    #[test]
+    fn each_tiling_is_chosen_and_correct() -> Result<(), KernelError> {
+        let plane = |ext: &[usize], perm: &[usize]| -> Result<(Loop, Loop), KernelError> {
+            let s = Shape::new(ext)?;
+            let d = s.permuted(perm)?;
+            let loops = plan(d.len(), &d, s.len(), &s, perm)?;
+            let l = loops.as_slice();
+            let q = l.iter().position(|lp| lp.ss == 1).unwrap_or(0);
+            Ok((l[0], l[q]))
+        };
+        // Rows 4 KiB apart: all in one L1 set, staged square tiles.
+        let (a, b) = plane(&[512, 40], &[1, 0])?;
+        assert_eq!(
+            cut(a, b),
+            Cut {
+                tiles: (40, 32),
+                staged: true,
+                by_rows: false
+            }
+        );
+        check_one(&[512, 40], &[1, 0], 20)?;
+        // Staged with short destination rows (written one at a time).
+        let (a, b) = plane(&[512, 20], &[1, 0])?;
+        assert_eq!(
+            cut(a, b),
+            Cut {
+                tiles: (20, 32),
+                staged: true,
+                by_rows: true
+            }
+        );
+        check_one(&[512, 20], &[1, 0], 22)?;
+        check_one(&[16, 16, 16, 16], &[3, 1, 2, 0], 23)?;
+        // Source rows 8 KiB apart: narrow tiles.
+        let (a, b) = plane(&[300, 5, 17], &[2, 0, 1])?;
+        assert_eq!(
+            cut(a, b),
+            Cut {
+                tiles: (8, 250),
+                staged: false,
+                by_rows: false
+            }
+        );
+        // Destination rows far apart, source rows close: the mirror.
+        let (a, b) = plane(&[17, 5, 300], &[1, 2, 0])?;
+        assert_eq!(
+            cut(a, b),
+            Cut {
+                tiles: (250, 8),
+                staged: false,
+                by_rows: false
+            }
+        );
+        check_one(&[17, 5, 300], &[1, 2, 0], 21)?;
+        // Both close, no conflicts: square tiles.
+        let (a, b) = plane(&[100, 70], &[1, 0])?;
+        assert_eq!(
+            cut(a, b),
+            Cut {
+                tiles: (24, 25),
+                staged: false,
+                by_rows: false
+            }
+        );
+        // Short destination rows 32 KiB apart: written one at a time.
+        let (a, b) = plane(&[16, 16, 16, 16], &[1, 3, 2, 0])?;
+        assert_eq!(
+            cut(a, b),
+            Cut {
+                tiles: (16, 8),
+                staged: false,
+                by_rows: true
+            }
+        );
+        check_one(&[16, 16, 16, 16], &[1, 3, 2, 0], 24)?;
+        Ok(())
+    }
+
+    #[test]
+    fn far_source_rows_take_narrow_tiles() -> Result<(), KernelError> {
+        // Source rows 1500 and 3000 elements apart, ragged in both tile directions.
+        check_one(&[300, 5, 17], &[2, 0, 1], 16)?;
+        check_one(&[600, 5, 19], &[2, 1, 0], 17)?;
+        check_one(&[33, 40, 3, 5], &[2, 1, 3, 0], 18)?;
         Ok(())
     }
 

@@ -1,0 +1,182 @@
+//! Every permutation of 4-index blocks (16⁴, 24⁴, 32⁴, 48⁴) and common 6-index ones, each
+//! against a plain copy of the same bytes timed in the same run (docs/benchmarks.md,
+//! "Permutations against memcpy").
+//!
+//! Run: `cargo bench -p sial-superinstructions --bench permutations [-- FILTER]`. Prints one
+//! line per case: the median time of `permute` and of `copy_from_slice` over the same number of
+//! bytes (alternating, so both see the same machine), the permute's rate counting one read and
+//! one write of every element, and the ratio permute rate / copy rate. A summary per size gives
+//! the worst and the median ratio.
+
+use sial_superinstructions::{Shape, permute};
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+fn permutations(n: usize) -> Vec<Vec<usize>> {
+    if n == 0 {
+        return vec![vec![]];
+    }
+    let mut out = Vec::new();
+    for p in permutations(n - 1) {
+        for i in 0..=p.len() {
+            let mut q = p.clone();
+            q.insert(i, n - 1);
+            out.push(q);
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Median of `samples` timings of `f`, each over enough calls to last about 2 ms.
+fn median_time(mut f: impl FnMut(), samples: usize) -> Duration {
+    let t = Instant::now();
+    f();
+    let once = t.elapsed().max(Duration::from_nanos(100));
+    let reps = (Duration::from_millis(2).as_nanos() / once.as_nanos()).clamp(1, 10_000) as u32;
+    let mut times: Vec<Duration> = (0..samples)
+        .map(|_| {
+            let t = Instant::now();
+            for _ in 0..reps {
+                f();
+            }
+            t.elapsed() / reps
+        })
+        .collect();
+    times.sort();
+    times[samples / 2]
+}
+
+/// A buffer placed 16 bytes past a 4 KiB boundary, where the allocator puts large blocks
+/// (`mmap` plus its header), so that every run and every version of the kernel sees the same
+/// relative placement of source and destination: with power-of-two strides the placement
+/// decides which cache sets collide, and heap-placed buffers made one kernel look up to 1.5x
+/// slower or faster from one build to the next.
+struct Placed {
+    buf: Vec<f64>,
+    start: usize,
+    len: usize,
+}
+
+impl Placed {
+    fn new(len: usize) -> Placed {
+        let buf = vec![0.0; len + 1024];
+        let addr = buf.as_ptr() as usize;
+        let start = (0..512)
+            .find(|i| (addr + i * 8) % 4096 == 16)
+            .expect("f64 buffers are 8-byte aligned");
+        Placed { buf, start, len }
+    }
+    fn get(&mut self) -> &mut [f64] {
+        &mut self.buf[self.start..self.start + self.len]
+    }
+}
+
+struct Case {
+    ext: Vec<usize>,
+    perm: Vec<usize>,
+}
+
+fn main() {
+    let filter = std::env::args()
+        .skip(1)
+        .find(|a| !a.starts_with("--"))
+        .unwrap_or_default();
+    let mut groups: Vec<(String, Vec<Case>)> = [16usize, 24, 32, 48]
+        .iter()
+        .map(|&n| {
+            let cases = permutations(4)
+                .into_iter()
+                .map(|perm| Case {
+                    ext: vec![n; 4],
+                    perm,
+                })
+                .collect();
+            (format!("{n}^4"), cases)
+        })
+        .collect();
+    // 6-index blocks as (T) and EOM programs hold them (t3-like amplitudes): swaps of one
+    // group, of both groups, the group exchange and the full reversal.
+    let six: [&[usize]; 6] = [
+        &[1, 0, 2, 3, 4, 5],
+        &[0, 2, 1, 4, 3, 5],
+        &[2, 1, 0, 5, 4, 3],
+        &[3, 4, 5, 0, 1, 2],
+        &[0, 1, 2, 5, 4, 3],
+        &[5, 4, 3, 2, 1, 0],
+    ];
+    for n in [8usize, 12] {
+        let cases = six
+            .iter()
+            .map(|p| Case {
+                ext: vec![n; 6],
+                perm: p.to_vec(),
+            })
+            .collect();
+        groups.push((format!("{n}^6"), cases));
+    }
+    // Plain transposes: in L1 (the tile kernel alone), in L2, in L3.
+    let square = [32usize, 128, 1024]
+        .iter()
+        .map(|&n| Case {
+            ext: vec![n, n],
+            perm: vec![1, 0],
+        })
+        .collect();
+    groups.push(("n^2".to_string(), square));
+    for (name, cases) in groups {
+        let mut ratios = Vec::new();
+        for case in cases {
+            let label = format!("{name} {:?} {:?}", case.ext, case.perm);
+            if !label.contains(&filter) {
+                continue;
+            }
+            let ss = Shape::new(&case.ext).expect("benchmark shape");
+            let ds = ss.permuted(&case.perm).expect("benchmark permutation");
+            let mut src_buf = Placed::new(ss.len());
+            for (i, x) in src_buf.get().iter_mut().enumerate() {
+                *x = (i % 1013) as f64;
+            }
+            let src = &*src_buf.get();
+            let mut dst_buf = Placed::new(ds.len());
+            let dst = dst_buf.get();
+            let mut copy_buf = Placed::new(ds.len());
+            let copy_dst = copy_buf.get();
+            let (mut tp, mut tc) = (Vec::new(), Vec::new());
+            for _ in 0..5 {
+                tp.push(median_time(
+                    || {
+                        permute(dst, &ds, black_box(src), &ss, &case.perm)
+                            .expect("valid permutation")
+                    },
+                    5,
+                ));
+                tc.push(median_time(|| copy_dst.copy_from_slice(black_box(src)), 5));
+            }
+            tp.sort();
+            tc.sort();
+            let (p, c) = (tp[2].as_secs_f64(), tc[2].as_secs_f64());
+            let gib = 2.0 * 8.0 * ss.len() as f64 / (1u64 << 30) as f64;
+            let ratio = c / p;
+            ratios.push(ratio);
+            println!(
+                "{label:<28} permute {:>9.1} us {:>6.1} GiB/s   copy {:>9.1} us {:>6.1} GiB/s   ratio {:.2}",
+                p * 1e6,
+                gib / p,
+                c * 1e6,
+                gib / c,
+                ratio
+            );
+        }
+        if !ratios.is_empty() {
+            ratios.sort_by(f64::total_cmp);
+            println!(
+                "== {name}: {} cases, ratio to copy: worst {:.2}, median {:.2}, best {:.2}",
+                ratios.len(),
+                ratios[0],
+                ratios[ratios.len() / 2],
+                ratios[ratios.len() - 1]
+            );
+        }
+    }
+}

@@ -14,13 +14,42 @@
 //! the fewest elements. Extent-1 dimensions do not affect the memory layout, so they are
 //! ignored when deciding whether labels "line up" (a scalar-valued simple index never forces a
 //! permute).
+//!
+//! Where that single GEMM needs copies, the CPU may instead loop GEMMs over some free labels
+//! on strided views of the blocks as stored (`crate::batched`), when its cost model says the
+//! copies saved outweigh the smaller GEMMs.
 
+use crate::batched::{self, Batched, Blocks, Dim, copy_cost, gemm_cost, sized};
 use crate::elementwise::{fill, scale};
 use crate::error::{KernelError, Role};
 use crate::gemm::{Dims, Parallelism, Stored, gemm};
 use crate::labels::{Label, Operand, OperandMut, Perm, check_labels, permutation_from_labels};
 use crate::permute::{permute, permute_add};
 use crate::shape::{Shape, check_len};
+use std::cell::Cell;
+
+/// Temporaries up to this many elements (4 MiB) are kept per thread between contractions.
+const KEEP_SCRATCH: usize = 1 << 19;
+
+thread_local! {
+    /// Scratch for the temporaries of dst, left and right. SIAL runs the same contraction on
+    /// equally shaped blocks many times; allocating (and zeroing fresh pages of) the
+    /// temporaries on every call cost as much as the permutes themselves on small blocks.
+    static SCRATCH: Cell<[Vec<f64>; 3]> = const { Cell::new([Vec::new(), Vec::new(), Vec::new()]) };
+}
+
+/// Runs `f` with this thread's scratch vectors (empty ones if a caller up the stack holds them).
+fn with_scratch<R>(f: impl FnOnce(&mut [Vec<f64>; 3]) -> R) -> R {
+    let mut bufs = SCRATCH.take();
+    let r = f(&mut bufs);
+    for b in &mut bufs {
+        if b.capacity() > KEEP_SCRATCH {
+            *b = Vec::new();
+        }
+    }
+    SCRATCH.set(bufs);
+    r
+}
 
 /// `dst = beta * dst + Σ left * right`, elements matched by label.
 ///
@@ -115,10 +144,9 @@ pub struct ContractionPlan {
     right: Prep,
     dst: DstPrep,
     par: Parallelism,
+    /// A cheaper way to run it on the CPU, as GEMMs looped over batch labels (sequential only).
+    batched: Option<Batched>,
 }
-
-/// A label with its extent.
-type Dim = (Label, usize);
 
 /// One choice of group orders: contracted labels `c`, free-left `fl`, free-right `fr`, and
 /// whether the GEMM result is `[FR, FL]` (`swapped`) rather than `[FL, FR]`.
@@ -293,6 +321,17 @@ impl ContractionPlan {
                 perm: permutation_from_labels(&labels_of(&dd), &labels_of(&tmp))?,
             }
         };
+        // Only a plan that copies can be beaten by batching (which never copies more).
+        let batched = if best.0 > 0 {
+            let blocks = Blocks {
+                dst: &dd,
+                left: &ld,
+                right: &rd,
+            };
+            batched::plan(&blocks, copy_cost(best.0) + gemm_cost(dims, 1))?
+        } else {
+            None
+        };
         Ok(ContractionPlan {
             dims,
             lens: ops.lens,
@@ -300,6 +339,7 @@ impl ContractionPlan {
             right,
             dst,
             par: Parallelism::default(),
+            batched,
         })
     }
 
@@ -309,7 +349,20 @@ impl ContractionPlan {
         self
     }
 
-    /// Which operands this plan copies into another order (the rest are used in place).
+    /// Which operands [`Self::execute`] copies into another order on the CPU: those of
+    /// [`Self::permutes`], or fewer where it batches ([`Self::cpu_gemm_calls`]).
+    pub fn cpu_permutes(&self) -> Permutes {
+        match (&self.batched, self.par) {
+            (Some(b), Parallelism::Sequential) => {
+                let [dst, left, right] = b.copies();
+                Permutes { left, right, dst }
+            }
+            _ => self.permutes(),
+        }
+    }
+
+    /// Which operands this plan's steps (the single GEMM form) copy into another order (the
+    /// rest are used in place).
     pub fn permutes(&self) -> Permutes {
         Permutes {
             left: matches!(self.left, Prep::Permute { .. }),
@@ -358,6 +411,15 @@ impl ContractionPlan {
         }
     }
 
+    /// How many GEMMs [`Self::execute`] runs on the CPU: 1, or more where looping over some
+    /// free labels (batching) avoids copying blocks; the steps above stay the single GEMM.
+    pub fn cpu_gemm_calls(&self) -> usize {
+        match (&self.batched, self.par) {
+            (Some(b), Parallelism::Sequential) => b.calls(),
+            _ => 1,
+        }
+    }
+
     /// Floating-point operations of the GEMM (`2·m·n·k`), for rates and cost models.
     pub fn flops(&self) -> f64 {
         2.0 * self.dims.m as f64 * self.dims.n as f64 * self.dims.k as f64
@@ -382,10 +444,23 @@ impl ContractionPlan {
             scale_or_zero(dst, beta);
             return Ok(());
         }
-        let mut lbuf = Vec::new();
-        let a = prepare(&self.left, left, &mut lbuf)?;
-        let mut rbuf = Vec::new();
-        let b = prepare(&self.right, right, &mut rbuf)?;
+        with_scratch(|scratch| match (&self.batched, self.par) {
+            (Some(b), Parallelism::Sequential) => b.execute(dst, (left, right), beta, scratch),
+            _ => self.execute_single(dst, (left, right), beta, scratch),
+        })
+    }
+
+    /// The plan's steps as its accessors describe them: permutes as needed, one GEMM.
+    fn execute_single(
+        &self,
+        dst: &mut [f64],
+        (left, right): (&[f64], &[f64]),
+        beta: f64,
+        scratch: &mut [Vec<f64>; 3],
+    ) -> Result<(), KernelError> {
+        let [s0, s1, s2] = scratch;
+        let a = prepare(&self.left, left, s1)?;
+        let b = prepare(&self.right, right, s2)?;
 
         match &self.dst {
             DstPrep::InPlace { swapped } => {
@@ -419,15 +494,15 @@ impl ContractionPlan {
                 }
             }
             DstPrep::Permute { tmp, to, perm } => {
-                let mut t = vec![0.0; tmp.len()];
-                gemm(&mut t, self.dims, a, b, false, self.par);
+                let t = sized(s0, tmp.len());
+                gemm(t, self.dims, a, b, false, self.par);
                 if beta == 0.0 {
-                    permute(dst, to, &t, tmp, perm)?;
+                    permute(dst, to, t, tmp, perm)?;
                 } else {
                     if beta != 1.0 {
                         scale(dst, beta);
                     }
-                    permute_add(dst, to, 1.0, &t, tmp, perm)?;
+                    permute_add(dst, to, 1.0, t, tmp, perm)?;
                 }
             }
         }
@@ -447,7 +522,7 @@ fn prepare<'a>(
             transposed: *transposed,
         }),
         Prep::Permute { from, to, perm } => {
-            buf.resize(to.len(), 0.0);
+            let buf = sized(buf, to.len());
             permute(buf, to, data, from, perm)?;
             Ok(Stored {
                 data: buf,

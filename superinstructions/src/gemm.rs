@@ -48,6 +48,53 @@ pub(crate) struct Dims {
     pub k: usize,
 }
 
+/// Where a matrix lies in a slice whose first element is element `(0, 0)`: one of its two
+/// dimensions has unit stride and the other stride `ld`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct View {
+    /// Rows have unit stride (element `(i, j)` at `i + j·ld`); otherwise element `(i, j)` is at
+    /// `i·ld + j`.
+    pub rows_unit: bool,
+    pub ld: usize,
+}
+
+/// `c = a·b` (or `c += a·b` when `accumulate`) on strided views: `c` is `m×n`, `a` `m×k`, `b`
+/// `k×n`.
+///
+/// Preconditions (guaranteed by the batched contraction plan): every view's last element lies
+/// inside its slice; faer asserts it.
+pub(crate) fn gemm_views(
+    c: (&mut [f64], View),
+    dims: Dims,
+    a: (&[f64], View),
+    b: (&[f64], View),
+    accumulate: bool,
+) {
+    let Dims { m, n, k } = dims;
+    let a = mat_ref(a, m, k);
+    let b = mat_ref(b, k, n);
+    let (cd, cv) = c;
+    let c = if cv.rows_unit {
+        MatMut::from_column_major_slice_with_stride_mut(cd, m, n, cv.ld)
+    } else {
+        MatMut::from_column_major_slice_with_stride_mut(cd, n, m, cv.ld).transpose_mut()
+    };
+    let accum = if accumulate {
+        Accum::Add
+    } else {
+        Accum::Replace
+    };
+    matmul(c, accum, a, b, 1.0, Par::Seq);
+}
+
+fn mat_ref((data, v): (&[f64], View), rows: usize, cols: usize) -> MatRef<'_, f64> {
+    if v.rows_unit {
+        MatRef::from_column_major_slice_with_stride(data, rows, cols, v.ld)
+    } else {
+        MatRef::from_column_major_slice_with_stride(data, cols, rows, v.ld).transpose()
+    }
+}
+
 /// `c = a·b` (or `c += a·b` when `accumulate`), `c` column-major `m×n`.
 ///
 /// Preconditions (guaranteed by `ContractionPlan`): `c.len() == m*n`, `a.data.len() == m*k`,

@@ -22,6 +22,7 @@
 //!
 //! Every kernel validates its arguments and returns a [`KernelError`] instead of panicking.
 
+mod batched;
 mod contract;
 mod elementwise;
 mod error;

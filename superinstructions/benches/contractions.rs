@@ -1,0 +1,224 @@
+//! Contractions with permuted operands against a plain GEMM of the same `m, n, k`.
+//!
+//! The patterns are those `rccsd_rhf` and `rccsdpt_aaa` (ACES4's CCSD and CCSD(T) programs)
+//! spend their contraction time in, taken from `sial run ... --profile` on the water/cc-pVDZ
+//! `sial setup` job (occupied 5, virtual 19, AO 24) and on ACES4's `ccsdpt_test.dat` (5, 9,
+//! 14); see docs/benchmarks.md, "Contractions with permuted operands".
+//!
+//! Each case times `ContractionPlan::execute` (beta 0, sequential) and faer's `matmul` on
+//! contiguous `m×k` and `k×n` matrices (`m, n, k` from [`ContractionPlan::gemm_dims`]),
+//! alternating batches of calls, and prints the medians and the ratio of the two rates.
+//!
+//! Run: `cargo bench -p sial-superinstructions --bench contractions [-- FILTER]`.
+
+use faer::linalg::matmul::matmul;
+use faer::{Accum, MatMut, MatRef, Par};
+use sial_superinstructions::{ContractionPlan, Label, Shape};
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+/// `(source lines, dst=left*right with one letter per label)`; extents per letter come from
+/// [`Scale`].
+const PATTERNS: &[(&str, &str)] = &[
+    ("rccsd_rhf:1396", "MiNj=LMSN*LiSj"),
+    ("rccsdpt_aaa:960,1190", "abck=aec*ebk"),
+    ("rccsdpt_aaa:1038,1264", "abck=ebc*eak"),
+    ("rccsdpt_aaa:722", "abck=aeck*eb"),
+    ("rccsdpt_aaa:883", "abck=abek*ec"),
+    ("rccsdpt_aaa:1116,1339", "abck=abe*eck"),
+    ("rccsdpt_aaa:1418,1643", "abck=amc*mbk"),
+    ("rccsdpt_aaa:1493,1719", "abck=mbc*mak"),
+    ("rccsd_rhf:1603,1740", "aibj=aicl*clbj"),
+    ("rccsdpt_aaa:804", "abck=ebck*ea"),
+    ("rccsd_rhf:1916", "aibj=amcj*mibc"),
+    ("rccsd_rhf:1894", "mibc=aibn*amcn"),
+    ("rccsdpt_aaa:1868", "abck=amck*mb"),
+    ("rccsd_rhf:953,1524", "aibj=ambn*minj"),
+    ("rccsd_rhf:1701", "aibj=cjbn*aicn"),
+    ("rccsd_rhf:1620", "aibj=aicl*bjcl"),
+    ("rccsd_rhf:787", "ai=cadm*dicm"),
+    ("rccsd_rhf:1507", "minj=amcn*aicj"),
+    ("rccsd_rhf:1103", "aibj=acbj*ci"),
+];
+
+/// Block extents of one job: lower-case `a..h` virtual, `i..n` occupied, upper-case AO.
+#[derive(Clone, Copy)]
+struct Scale {
+    name: &'static str,
+    occ: usize,
+    virt: usize,
+    ao: usize,
+}
+
+const SCALES: &[Scale] = &[
+    Scale {
+        name: "water",
+        occ: 5,
+        virt: 19,
+        ao: 24,
+    },
+    Scale {
+        name: "ccsdpt_test",
+        occ: 5,
+        virt: 9,
+        ao: 14,
+    },
+];
+
+impl Scale {
+    fn extent(self, c: char) -> usize {
+        match c {
+            'A'..='Z' => self.ao,
+            'i'..='n' => self.occ,
+            _ => self.virt,
+        }
+    }
+}
+
+/// One block of a pattern: labels (the letters' code points) and shape.
+struct Block {
+    labels: Vec<Label>,
+    shape: Shape,
+}
+
+fn block(letters: &str, scale: Scale) -> Block {
+    let ext: Vec<usize> = letters.chars().map(|c| scale.extent(c)).collect();
+    Block {
+        labels: letters.chars().map(|c| c as Label).collect(),
+        shape: Shape::new(&ext).expect("benchmark shapes are valid"),
+    }
+}
+
+fn blocks(pattern: &str, scale: Scale) -> [Block; 3] {
+    let (d, rest) = pattern.split_once('=').expect("pattern has '='");
+    let (l, r) = rest.split_once('*').expect("pattern has '*'");
+    [block(d, scale), block(l, scale), block(r, scale)]
+}
+
+fn data(n: usize, seed: usize) -> Vec<f64> {
+    (0..n)
+        .map(|i| ((i * 7 + seed) % 1013) as f64 * 1e-3)
+        .collect()
+}
+
+/// Median seconds per call of `f` and of `g`, timed in alternating batches of `reps` calls.
+fn alternate(rounds: usize, reps: usize, mut f: impl FnMut(), mut g: impl FnMut()) -> (f64, f64) {
+    let mut tf = Vec::with_capacity(rounds);
+    let mut tg = Vec::with_capacity(rounds);
+    for _ in 0..rounds {
+        let t = Instant::now();
+        for _ in 0..reps {
+            f();
+        }
+        tf.push(t.elapsed().as_secs_f64() / reps as f64);
+        let t = Instant::now();
+        for _ in 0..reps {
+            g();
+        }
+        tg.push(t.elapsed().as_secs_f64() / reps as f64);
+    }
+    (median(&mut tf), median(&mut tg))
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// Calls per batch so that one batch of `f` takes about `target`.
+fn reps_for(target: Duration, mut f: impl FnMut()) -> usize {
+    let t = Instant::now();
+    let mut n = 0;
+    while t.elapsed() < target / 4 {
+        f();
+        n += 1;
+    }
+    (4 * n).max(1)
+}
+
+fn run_case(lines: &str, pattern: &str, scale: Scale) {
+    let [d, l, r] = blocks(pattern, scale);
+    let plan = ContractionPlan::new(
+        (&d.labels, &d.shape),
+        (&l.labels, &l.shape),
+        (&r.labels, &r.shape),
+    )
+    .expect("benchmark patterns are valid contractions");
+    let [m, n, k] = plan.gemm_dims();
+    let (lv, rv) = (data(l.shape.len(), 1), data(r.shape.len(), 2));
+    let mut dv = vec![0.0; d.shape.len()];
+    let (a, b) = (data(m * k, 3), data(k * n, 4));
+    let mut c = vec![0.0; m * n];
+    let mut contract = || {
+        plan.execute(black_box(&mut dv), black_box(&lv), black_box(&rv), 0.0)
+            .expect("buffers match the plan");
+    };
+    let mut gemm = || {
+        matmul(
+            MatMut::from_column_major_slice_mut(black_box(&mut c), m, n),
+            Accum::Replace,
+            MatRef::from_column_major_slice(black_box(&a), m, k),
+            MatRef::from_column_major_slice(black_box(&b), k, n),
+            1.0,
+            Par::Seq,
+        );
+    };
+    let reps = reps_for(Duration::from_millis(2), &mut contract);
+    let (tc, tg) = alternate(21, reps, &mut contract, &mut gemm);
+    let flops = plan.flops();
+    let p = plan.cpu_permutes();
+    let moved: String = [(p.left, 'l'), (p.right, 'r'), (p.dst, 'd')]
+        .iter()
+        .map(|&(on, c)| if on { c } else { '-' })
+        .collect();
+    let moved = format!("{moved} {}", plan.cpu_gemm_calls());
+    println!(
+        "{:<12} {:<22} {:<16} {:>5} {:>4} {:>5} {:>6} {:>10.2} {:>10.2} {:>7.1} {:>7.1} {:>6.0}%",
+        scale.name,
+        lines,
+        pattern,
+        m,
+        n,
+        k,
+        moved,
+        tc * 1e6,
+        tg * 1e6,
+        flops / tc * 1e-9,
+        flops / tg * 1e-9,
+        100.0 * tg / tc
+    );
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; any other argument filters by pattern or source line.
+    let filter: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
+    println!(
+        "{:<12} {:<22} {:<16} {:>5} {:>4} {:>5} {:>6} {:>10} {:>10} {:>7} {:>7} {:>7}",
+        "job",
+        "lines",
+        "pattern",
+        "m",
+        "n",
+        "k",
+        "copies",
+        "contr µs",
+        "gemm µs",
+        "GF/s c",
+        "GF/s g",
+        "ratio"
+    );
+    for &scale in SCALES {
+        for &(lines, pattern) in PATTERNS {
+            let wanted = filter.is_empty()
+                || filter
+                    .iter()
+                    .any(|f| lines.contains(f.as_str()) || pattern == f || scale.name == f);
+            if wanted {
+                run_case(lines, pattern, scale);
+            }
+        }
+    }
+}

@@ -173,7 +173,7 @@ fn main() {
             }
         }
     }
-    link.flush();
+    link.flush().expect("flush");
 }
 
 fn human(bytes: usize) -> String {

@@ -11,6 +11,7 @@ mod lookahead;
 mod loops;
 mod memory;
 mod ops;
+mod plans;
 pub mod prefetch;
 mod progress;
 pub(crate) mod remote;
@@ -84,6 +85,8 @@ pub struct Worker<'a> {
     progress: Progress,
     /// The device this worker places block instructions on, if any.
     gpu: Option<Box<gpu::Gpu>>,
+    /// Contraction plans by labels and shapes.
+    plans: RefCell<plans::Plans>,
 }
 
 impl<'a> Worker<'a> {
@@ -146,6 +149,7 @@ impl<'a> Worker<'a> {
             special_state: Default::default(),
             line: 0,
             barrier_loops: RefCell::new(HashMap::new()),
+            plans: RefCell::default(),
             lines: Vec::new(),
             progress,
             gpu,

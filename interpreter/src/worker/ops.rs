@@ -184,12 +184,10 @@ impl Worker<'_> {
         let (l, r) = (self.read_block(left)?, self.read_block(right)?);
         let labels = |b: &BlockRef| -> Vec<u32> { b.indices.iter().map(|i| i.0).collect() };
         let (dl, ll, rl) = (labels(dst), labels(left), labels(right));
-        let (ds, ls, rs) = (
-            k::Shape::new(&d.shape)?,
-            k::Shape::new(&l.shape)?,
-            k::Shape::new(&r.shape)?,
-        );
-        let plan = k::ContractionPlan::new((&dl, &ds), (&ll, &ls), (&rl, &rs))?;
+        let plan =
+            self.plans
+                .borrow_mut()
+                .plan((&dl, &d.shape), (&ll, &l.shape), (&rl, &r.shape))?;
         plan.execute(
             &mut d.data,
             &l.data,

@@ -204,11 +204,21 @@ fn run<S: Store>(dst: &mut [f64], src: &[f64], loops: &Loops, st: S) {
     if first.ss == 1 {
         // The fastest dimension is the same in both: contiguous runs.
         let n = first.n;
-        for_each_offset(&l[1..], |doff, soff| {
+        let run = |dst: &mut [f64], doff: usize, soff: usize| {
             for (d, &s) in dst[doff..doff + n].iter_mut().zip(&src[soff..soff + n]) {
                 st.store(d, s);
             }
-        });
+        };
+        // The next loop runs inside the walk over the others: runs are often short (a
+        // segment, 10–50 elements), and the walk's bookkeeping per run cost as much as them.
+        match l.get(1) {
+            Some(&next) => for_each_offset(&l[2..], |doff, soff| {
+                for j in 0..next.n {
+                    run(dst, doff + j * next.ds, soff + j * next.ss);
+                }
+            }),
+            None => run(dst, 0, 0),
+        }
         return;
     }
     // Loop 0 is the destination's fastest dimension; find the source's fastest one.

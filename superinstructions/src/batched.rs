@@ -501,23 +501,9 @@ mod tests {
         Ok(())
     }
 
-    /// A random contraction as in the tests of `contract`: each label free-left, free-right
-    /// or contracted, extents 1..4, each block's labels shuffled.
-    fn pattern() -> impl Strategy<Value = (Vec<Label>, Vec<Label>, Vec<Label>, Vec<usize>)> {
-        proptest::collection::vec((0..3u8, 1..4usize), 0..=6).prop_flat_map(|v| {
-            let pick = |a: u8, b: u8| -> Vec<Label> {
-                (0..v.len())
-                    .filter(|&i| v[i].0 == a || v[i].0 == b)
-                    .map(|i| i as Label)
-                    .collect()
-            };
-            (
-                Just(pick(0, 1)).prop_shuffle(),
-                Just(pick(0, 2)).prop_shuffle(),
-                Just(pick(1, 2)).prop_shuffle(),
-                Just(v.iter().map(|x| x.1).collect::<Vec<_>>()),
-            )
-        })
+    /// A random contraction with extents 1..4 (see `testutil::contraction_pattern`).
+    fn pattern() -> impl Strategy<Value = crate::testutil::ContractionPattern> {
+        crate::testutil::contraction_pattern(4)
     }
 
     proptest! {

@@ -995,29 +995,12 @@ mod tests {
     }
 
     fn pattern() -> impl Strategy<Value = Pattern> {
-        // Roles 0 = free in left, 1 = free in right, 2 = contracted. At most 6 labels in all,
-        // so no operand exceeds rank 6 (and some patterns reach it).
-        proptest::collection::vec((0..3u8, 1..5usize), 0..=6)
-            .prop_flat_map(|v| {
-                let pick = |a: u8, b: u8| -> Vec<Label> {
-                    (0..v.len())
-                        .filter(|&i| v[i].0 == a || v[i].0 == b)
-                        .map(|i| i as Label)
-                        .collect()
-                };
-                (
-                    Just(pick(0, 1)).prop_shuffle(),
-                    Just(pick(0, 2)).prop_shuffle(),
-                    Just(pick(1, 2)).prop_shuffle(),
-                    Just(v.iter().map(|x| x.1).collect::<Vec<_>>()),
-                )
-            })
-            .prop_map(|(dst, left, right, extents)| Pattern {
-                dst,
-                left,
-                right,
-                extents,
-            })
+        crate::testutil::contraction_pattern(5).prop_map(|(dst, left, right, extents)| Pattern {
+            dst,
+            left,
+            right,
+            extents,
+        })
     }
 
     proptest! {

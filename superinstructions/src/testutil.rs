@@ -116,3 +116,29 @@ pub fn naive_contract(
     });
     d
 }
+
+/// Labels of (dst, left, right) and the extent of each label.
+pub type ContractionPattern = (Vec<Label>, Vec<Label>, Vec<Label>, Vec<usize>);
+
+/// A random contraction: each of at most 6 labels is free in left, free in right or
+/// contracted, with an extent below `max_extent`, and each block lists its labels in a random
+/// order (so no operand exceeds rank 6, and some patterns reach it).
+pub fn contraction_pattern(
+    max_extent: usize,
+) -> impl proptest::strategy::Strategy<Value = ContractionPattern> {
+    use proptest::prelude::*;
+    proptest::collection::vec((0..3u8, 1..max_extent), 0..=6).prop_flat_map(|v| {
+        let pick = |a: u8, b: u8| -> Vec<Label> {
+            (0..v.len())
+                .filter(|&i| v[i].0 == a || v[i].0 == b)
+                .map(|i| i as Label)
+                .collect()
+        };
+        (
+            Just(pick(0, 1)).prop_shuffle(),
+            Just(pick(0, 2)).prop_shuffle(),
+            Just(pick(1, 2)).prop_shuffle(),
+            Just(v.iter().map(|x| x.1).collect::<Vec<_>>()),
+        )
+    })
+}

@@ -16,7 +16,7 @@
 use crate::error::KernelError;
 use crate::gemm::{Dims, View, gemm_views};
 use crate::labels::{Label, Perm, permutation_from_labels};
-use crate::permute::{permute, permute_add};
+use crate::permute::permute;
 use crate::shape::Shape;
 
 /// A label with its extent.
@@ -320,14 +320,7 @@ impl Batched {
             Some(c) => {
                 let t = sized(s0, self.lens[0]);
                 self.gemms(t, a, b, false);
-                if beta == 0.0 {
-                    permute(dst, &c.to, t, &c.from, &c.perm)?;
-                } else {
-                    if beta != 1.0 {
-                        crate::elementwise::scale(dst, beta);
-                    }
-                    permute_add(dst, &c.to, 1.0, t, &c.from, &c.perm)?;
-                }
+                crate::contract::permute_into(dst, &c.to, beta, t, &c.from, &c.perm)?;
             }
         }
         Ok(())

@@ -496,18 +496,29 @@ impl ContractionPlan {
             DstPrep::Permute { tmp, to, perm } => {
                 let t = sized(s0, tmp.len());
                 gemm(t, self.dims, a, b, false, self.par);
-                if beta == 0.0 {
-                    permute(dst, to, t, tmp, perm)?;
-                } else {
-                    if beta != 1.0 {
-                        scale(dst, beta);
-                    }
-                    permute_add(dst, to, 1.0, t, tmp, perm)?;
-                }
+                permute_into(dst, to, beta, t, tmp, perm)?;
             }
         }
         Ok(())
     }
+}
+
+/// `dst = beta * dst + t` with `t` (shape `from`) permuted into dst's order (shape `to`).
+pub(crate) fn permute_into(
+    dst: &mut [f64],
+    to: &Shape,
+    beta: f64,
+    t: &[f64],
+    from: &Shape,
+    perm: &[usize],
+) -> Result<(), KernelError> {
+    if beta == 0.0 {
+        return permute(dst, to, t, from, perm);
+    }
+    if beta != 1.0 {
+        scale(dst, beta);
+    }
+    permute_add(dst, to, 1.0, t, from, perm)
 }
 
 /// Brings an operand into matrix form, copying into `buf` only if the plan says so.

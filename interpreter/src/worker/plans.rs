@@ -2,6 +2,8 @@
 //! blocks of the same shapes over and over (every iteration of its loops), and planning one
 //! (choosing group orders, and batch labels where copies would be needed) costs about 17 µs:
 //! more than a whole contraction of small blocks (5 µs for `aibj = acbj * ci` at 9 and 5).
+//! Both the host's contraction (`ops`) and the device form of an instruction (`gpu::form`,
+//! built for the instruction and the next three when placing it) take their plans here.
 
 use crate::error::Result;
 use crate::store::KeyMap;

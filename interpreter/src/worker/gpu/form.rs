@@ -18,7 +18,7 @@ pub(super) enum Kernel {
     Copy(Option<Vec<usize>>),
     Accumulate(f64, Option<Vec<usize>>),
     Sum(Sign),
-    Contract(Box<k::ContractionPlan>, f64),
+    Contract(Arc<k::ContractionPlan>, f64),
     ScaleCopy(f64, bool),
 }
 
@@ -94,16 +94,16 @@ impl Worker<'_> {
                     self.shape_of(right)?,
                 );
                 let labels = |b: &BlockRef| -> Vec<u32> { b.indices.iter().map(|i| i.0).collect() };
-                let plan = k::ContractionPlan::new(
-                    (&labels(dst), &k::Shape::new(&ds)?),
-                    (&labels(left), &k::Shape::new(&ls)?),
-                    (&labels(right), &k::Shape::new(&rs)?),
+                let plan = self.plans.borrow_mut().plan(
+                    (&labels(dst), &ds),
+                    (&labels(left), &ls),
+                    (&labels(right), &rs),
                 )?;
                 (
                     dst.clone(),
                     vec![left.clone(), right.clone()],
                     intent,
-                    Kernel::Contract(Box::new(plan), beta),
+                    Kernel::Contract(plan, beta),
                 )
             }
             Op::BlockScaleCopy {

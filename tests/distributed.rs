@@ -300,19 +300,7 @@ fn devices_give_the_dump_of_one_process() {
     check_configs(
         &[],
         &[
-            (
-                "(one process, device gpu)",
-                vec![
-                    "--workers",
-                    "1",
-                    "--servers",
-                    "0",
-                    "--device",
-                    "gpu",
-                    "--gpu-backend",
-                    "host",
-                ],
-            ),
+            ("(one process, device gpu)", common::DEVICE.to_vec()),
             (
                 "(threads W=2 S=1, device gpu, 64K of device memory)",
                 vec![

@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{Run, n};
+use common::{DEVICE, Run, n};
 
 /// Counts come from a run without `--dump` (a dump reads every block back), values from a
 /// run with it.
@@ -31,17 +31,6 @@ fn scalar(run: &Run, name: &str) -> f64 {
         .find_map(|p| p["scalars"][name].as_f64())
         .unwrap_or(f64::NAN)
 }
-
-const DEVICE: [&str; 8] = [
-    "--workers",
-    "1",
-    "--servers",
-    "0",
-    "--device",
-    "gpu",
-    "--gpu-backend",
-    "host",
-];
 
 #[test]
 fn a_chain_on_resident_blocks_moves_only_the_result() {

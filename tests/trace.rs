@@ -159,16 +159,7 @@ fn device_transfers_are_on_copy_stream_tracks() {
         &dir,
         &[],
         "programs/contraction_matmul.sial",
-        &[
-            "--workers",
-            "1",
-            "--servers",
-            "0",
-            "--device",
-            "gpu",
-            "--gpu-backend",
-            "host",
-        ],
+        &common::DEVICE,
     );
     let tracks = tracks(&trace);
     let uploads = stats["gpu"]["uploads"].as_u64().expect("uploads") as usize;

@@ -20,6 +20,19 @@ pub fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// One worker, no server, with the host-memory stand-in device forced on: how the device tests
+/// run a program in one process.
+pub const DEVICE: [&str; 8] = [
+    "--workers",
+    "1",
+    "--servers",
+    "0",
+    "--device",
+    "gpu",
+    "--gpu-backend",
+    "host",
+];
+
 /// One start of the `sial` binary built for the tests: a `Command` with what the tests add
 /// (a launcher before it, a time limit, the output collected).
 pub struct Sial {

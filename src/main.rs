@@ -1,7 +1,9 @@
 //! `sial`: the command line of the SIAL compiler and runtime.
 
 mod checks;
+mod compile;
 mod interrupt;
+mod mpi;
 mod run;
 
 use clap::{Args, Parser, Subcommand};
@@ -139,12 +141,15 @@ fn setup_job(args: SetupArgs) -> ExitCode {
     ExitCode::SUCCESS
 }
 
+/// The stack of a thread that compiles: the compiler recurses over nested expressions and
+/// blocks, whose depth the compiler's input limits bound; a generous stack keeps that bound far
+/// from overflow.
+const COMPILER_STACK: usize = 256 << 20;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    // The compiler recurses over nested expressions and blocks; their depth is bounded by the
-    // compiler's input limits, and a generous stack keeps that bound far from overflow.
     let worker = std::thread::Builder::new()
-        .stack_size(256 << 20)
+        .stack_size(COMPILER_STACK)
         .spawn(move || run(cli));
     match worker.map(|w| w.join()) {
         Ok(Ok(code)) => code,
@@ -242,12 +247,10 @@ fn compile_showing(path: &Path, options: &Options, show_unused: bool) -> Option<
 }
 
 /// A program from a bytecode file, or compiled from source; the compiler's messages are
-/// printed (under mpirun by rank 0 alone: every rank compiles the same sources).
+/// printed.
 fn load_program(path: &Path, options: &Options) -> Result<bytecode::Program, ExitCode> {
     let said = |text: &str| {
-        if rank_zero() {
-            let _ = std::io::stderr().write_all(text.as_bytes());
-        }
+        let _ = std::io::stderr().write_all(text.as_bytes());
     };
     match sial::load_program(path, options) {
         Ok((program, warnings)) => {
@@ -532,35 +535,4 @@ fn mpi_ranks(
         ));
     }
     Ok((w, s))
-}
-
-#[cfg(feature = "mpi")]
-fn run_mpi(
-    programs: &[bytecode::Program],
-    setup: &sial_interpreter::setup::Setup,
-    registry: &sial_interpreter::specials::Registry,
-    out: &mut (dyn std::io::Write + Send),
-    options: &sial_interpreter::options::Options,
-    done: impl FnMut(
-        &sial_interpreter::worker::FinalState<'_>,
-    ) -> Result<(), sial_interpreter::error::RuntimeError>,
-) -> Result<Option<sial_interpreter::job::Report>, sial_interpreter::error::RuntimeError> {
-    sial_interpreter::job::mpi::run(programs, setup, registry, out, options, done)
-}
-
-#[cfg(not(feature = "mpi"))]
-fn run_mpi(
-    _: &[bytecode::Program],
-    _: &sial_interpreter::setup::Setup,
-    _: &sial_interpreter::specials::Registry,
-    _: &mut (dyn std::io::Write + Send),
-    _: &sial_interpreter::options::Options,
-    _: impl FnMut(
-        &sial_interpreter::worker::FinalState<'_>,
-    ) -> Result<(), sial_interpreter::error::RuntimeError>,
-) -> Result<Option<sial_interpreter::job::Report>, sial_interpreter::error::RuntimeError> {
-    // `mpi_processes` is None without the feature.
-    Err(sial_interpreter::error::RuntimeError::new(
-        "this sial was built without MPI (cargo build --features mpi)",
-    ))
 }

@@ -17,12 +17,16 @@ pub fn run_job(args: RunArgs) -> ExitCode {
         Ok(o) => o,
         Err(e) => return fail(e),
     };
-    let (setup, compiled) = match load_job(&args) {
+    let job = match load_job(&args) {
         Ok(job) => job,
         Err(code) => return code,
     };
     options.work_dir = std::env::current_dir().unwrap_or_default();
-    match job_dirs(&options.work_dir, args.restart.as_deref(), compiled.len()) {
+    match job_dirs(
+        &options.work_dir,
+        args.restart.as_deref(),
+        job.programs.len(),
+    ) {
         Ok((checkpoints, restart)) => {
             options.checkpoints = checkpoints;
             options.restart = restart;
@@ -32,7 +36,7 @@ pub fn run_job(args: RunArgs) -> ExitCode {
     let cleanup = interrupt::Cleanup {
         scratch: (!options.keep_scratch).then(|| options.scratch()),
         checkpoints: options.checkpoints.clone(),
-        programs: compiled.len(),
+        programs: job.programs.len(),
     };
     if let Err(e) = interrupt::install(cleanup) {
         return fail(e);
@@ -42,7 +46,28 @@ pub fn run_job(args: RunArgs) -> ExitCode {
     {
         interrupt::report_leftovers(root);
     }
-    execute(&args, mpi, &compiled, &setup, &options)
+    let mut registry = sial_interpreter::specials::general_registry();
+    sial_chemistry::register(&mut registry);
+    for library in &args.specials {
+        if let Err(e) = sial_interpreter::specials::plugin::load(library, &mut registry) {
+            return fail(e.to_string());
+        }
+    }
+    // Under mpirun, MPI starts before the compiling, which the ranks share. Everything that
+    // can fail on one rank alone has been checked above: from here on every rank meets the
+    // same outcome.
+    let session = match mpi.map(|_| mpi::Session::start(&options)).transpose() {
+        Ok(s) => s,
+        Err(e) => return fail(e.to_string()),
+    };
+    let compiled = match compile::programs(&job.programs, &job.compiler, session.as_ref()) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    if let Err(e) = checks::sets(&args.set, &job.known, &compiled) {
+        return fail(e);
+    }
+    execute(&args, session, &compiled, &job.setup, &registry, &options)
 }
 
 /// Every run option, parsed and checked: rank counts, sizes, output paths, devices,
@@ -122,9 +147,17 @@ fn run_options(args: &RunArgs, mpi: Option<usize>) -> Result<RunOptions, String>
     })
 }
 
-/// The job: its setup (a setup file, `--set`, `--segments`) and its programs, compiled or
-/// read, checked against the `--set` names.
-fn load_job(args: &RunArgs) -> Result<(Setup, Vec<bytecode::Program>), ExitCode> {
+/// A job before its programs are compiled: the setup (a setup file, `--set`, `--segments`),
+/// the programs' files and how to compile them, and the names the setup knew before `--set`.
+struct Job {
+    setup: Setup,
+    programs: Vec<PathBuf>,
+    compiler: Options,
+    known: std::collections::BTreeSet<String>,
+}
+
+/// The job of the command line.
+fn load_job(args: &RunArgs) -> Result<Job, ExitCode> {
     let (setup_files, mut programs): (Vec<PathBuf>, Vec<PathBuf>) =
         args.job.iter().cloned().partition(|p| is_setup_file(p));
     let job_file = setup_files.first().cloned();
@@ -184,29 +217,23 @@ fn load_job(args: &RunArgs) -> Result<(Setup, Vec<bytecode::Program>), ExitCode>
             "no program to run: name a .sial file or a setup file that lists programs".into(),
         ));
     }
-    let compiled = programs
-        .iter()
-        .map(|p| load_program(p, &options))
-        .collect::<Result<Vec<_>, _>>()?;
-    checks::sets(&args.set, &known, &compiled).map_err(fail)?;
-    Ok((setup, compiled))
+    Ok(Job {
+        setup,
+        programs,
+        compiler: options,
+        known,
+    })
 }
 
 /// Runs the job on threads or under mpirun, then writes what was asked for.
 fn execute(
     args: &RunArgs,
-    mpi: Option<usize>,
+    mpi: Option<mpi::Session>,
     compiled: &[bytecode::Program],
     setup: &Setup,
+    registry: &sial_interpreter::specials::Registry,
     options: &RunOptions,
 ) -> ExitCode {
-    let mut registry = sial_interpreter::specials::general_registry();
-    sial_chemistry::register(&mut registry);
-    for library in &args.specials {
-        if let Err(e) = sial_interpreter::specials::plugin::load(library, &mut registry) {
-            return fail(e.to_string());
-        }
-    }
     let mut out = std::io::BufWriter::new(std::io::stdout());
     // Written after every program: a job that fails later (under mpirun, where a failing
     // rank stops every process) keeps the dump of what completed. Only the process of worker
@@ -243,15 +270,15 @@ fn execute(
         });
         Ok(())
     };
-    let result = if mpi.is_some() {
-        match run_mpi(compiled, setup, &registry, &mut out, options, &mut collect) {
+    let result = if let Some(session) = mpi {
+        match session.run(compiled, setup, registry, &mut out, options, &mut collect) {
             // Another rank than 0: rank 0 reports and writes the files.
             Ok(None) => return ExitCode::SUCCESS,
             Ok(Some(report)) => Ok(report),
             Err(e) => Err(e),
         }
     } else {
-        sial_interpreter::job::run(compiled, setup, &registry, &mut out, options, collect)
+        sial_interpreter::job::run(compiled, setup, registry, &mut out, options, collect)
     };
     let _ = out.flush();
     drop(out);

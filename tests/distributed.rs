@@ -434,6 +434,114 @@ fn mpi_failing_job_keeps_its_dump_and_warns_once() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Under mpirun the ranks share the compiling of a job's programs (each rank compiles some and
+/// every rank receives all): what the compiler says is printed once, in program order, whichever
+/// rank compiled the program, and a program that does not compile stops every rank.
+#[cfg(feature = "mpi")]
+#[test]
+fn mpi_ranks_share_the_compiling_and_stop_together() {
+    let dir = common::scratch("mpi-compile");
+    // The largest file goes to rank 0, the smallest (the failing one) to rank 2.
+    let padding = format!("# {}\n", ".".repeat(200));
+    let files = [
+        (
+            "a.sial",
+            format!(
+                "sial a\nindex i = 1:2\nlocal unused_a[i]\nscalar x\nx = 1.0\n{padding}endsial a\n"
+            ),
+        ),
+        ("b.sial", "sial b\ny = 1.0\nendsial b\n".to_string()),
+        (
+            "c.sial",
+            "sial c\nindex i = 1:2\nlocal unused_c[i]\nscalar x\nx = 2.0\n# ........\nendsial c\n"
+                .to_string(),
+        ),
+    ];
+    for (name, text) in &files {
+        std::fs::write(dir.join(name), text).expect("write");
+    }
+    let launcher = mpirun(3);
+    let out = Sial::via(&launcher)
+        .args(["run", "a.sial", "b.sial", "c.sial", "--quiet"])
+        .current_dir(&dir)
+        .run();
+    let err = &out.stderr;
+    assert!(!out.ok);
+    assert_eq!(
+        err.matches("b.sial:2:1: error: y not declared").count(),
+        1,
+        "{err}"
+    );
+    assert_eq!(err.matches("a.sial: warning").count(), 1, "{err}");
+    assert!(
+        !err.contains("c.sial"),
+        "nothing after the first failure: {err}"
+    );
+    assert!(
+        err.find("a.sial").unwrap_or(usize::MAX) < err.find("b.sial").unwrap_or(0),
+        "{err}"
+    );
+    let out = Sial::via(&launcher)
+        .args(["run", "a.sial", "missing.sial", "--quiet"])
+        .current_dir(&dir)
+        .run();
+    assert!(!out.ok);
+    assert_eq!(
+        out.stderr.matches("missing.sial").count(),
+        1,
+        "{}",
+        out.stderr
+    );
+    // Every program compiles: the job runs them in order, each program's warning said once.
+    let out = Sial::via(&launcher)
+        .args([
+            "run",
+            "a.sial",
+            "c.sial",
+            "a.sial",
+            "--quiet",
+            "--dump",
+            "dump.json",
+        ])
+        .current_dir(&dir)
+        .run();
+    assert!(out.ok, "{}", out.stderr);
+    assert_eq!(
+        out.stderr.matches("a.sial: warning").count(),
+        2,
+        "{}",
+        out.stderr
+    );
+    assert_eq!(
+        out.stderr.matches("c.sial: warning").count(),
+        1,
+        "{}",
+        out.stderr
+    );
+    let dump: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("dump.json")).expect("dump"))
+            .expect("json");
+    let ran: Vec<(String, f64)> = dump["programs"]
+        .as_array()
+        .expect("programs")
+        .iter()
+        .map(|p| {
+            let x = p["scalars"]["x"].as_f64().unwrap_or(f64::NAN);
+            (p["program"].as_str().unwrap_or_default().to_string(), x)
+        })
+        .collect();
+    assert_eq!(
+        ran,
+        [
+            ("a".to_string(), 1.0),
+            ("c".to_string(), 2.0),
+            ("a".to_string(), 1.0)
+        ],
+        "{dump}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Under mpirun a rank whose process is stopped (SIGSTOP: it does not die, so mpirun does not
 /// notice) is named by its neighbour's heartbeat, and the job ends, whether the stopped rank
 /// is a worker or a server; a rank killed from outside (SIGKILL) ends the job too.

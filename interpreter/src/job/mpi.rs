@@ -14,32 +14,82 @@ use crate::setup::Setup;
 use crate::specials::Registry;
 use crate::worker::{Done, FinalState, WorkerStats};
 use ::mpi::Threading;
+use ::mpi::environment::Universe;
 use ::mpi::topology::{Communicator, SimpleCommunicator};
 use sial_bytecode::Program;
 use std::io::Write;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
-/// This process's part of a job started by `mpirun`: worker or server by its rank's place in
-/// `layout(options.workers, options.servers)`, which must account for every process. Returns
-/// the report on global rank 0 (worker 0, which alone gets `out` and `done`) and `None` on the
-/// other ranks. A failure on any rank prints `FATAL ERROR: ...` and aborts every process with
-/// status 1 (`MPI_Abort`): it does not return.
-pub fn run(
+/// This process's MPI, started before the job's programs are compiled so that the ranks can
+/// share the compiling ([`Session::all_gather`]), then [`Session::run`].
+pub struct Session {
+    universe: Universe,
+    threading: Threading,
+}
+
+impl Session {
+    /// Initialises MPI: with `MPI_THREAD_MULTIPLE` where the heartbeat needs it.
+    pub fn start(options: &Options) -> Result<Session> {
+        // The heartbeat thread calls MPI beside the rank's own thread.
+        let wanted = match options.heartbeat {
+            Some(_) => Threading::Multiple,
+            None => Threading::Funneled,
+        };
+        let (universe, threading) = ::mpi::initialize_with_threading(wanted)
+            .ok_or_else(|| RuntimeError::new("MPI cannot be initialised twice"))?;
+        Ok(Session {
+            universe,
+            threading,
+        })
+    }
+
+    /// This process's rank in `MPI_COMM_WORLD`, and the number of processes.
+    pub fn rank_and_size(&self) -> (usize, usize) {
+        let world = self.universe.world();
+        (world.rank() as usize, world.size() as usize)
+    }
+
+    /// Every process's `bytes`, in rank order, on every process (collective).
+    pub fn all_gather(&self, bytes: &[u8]) -> Result<Vec<Vec<u8>>> {
+        crate::cluster::mpi::all_gather(&self.universe.world(), bytes)
+    }
+
+    /// This process's part of the job: worker or server by its rank's place in
+    /// `layout(options.workers, options.servers)`, which must account for every process.
+    /// Returns the report on global rank 0 (worker 0, which alone gets `out` and `done`) and
+    /// `None` on the other ranks. A failure on any rank prints `FATAL ERROR: ...` and aborts
+    /// every process with status 1 (`MPI_Abort`): it does not return.
+    pub fn run(
+        self,
+        programs: &[Program],
+        setup: &Setup,
+        registry: &Registry,
+        out: &mut (dyn Write + Send),
+        options: &Options,
+        done: impl FnMut(&FinalState<'_>) -> Result<()>,
+    ) -> Result<Option<Report>> {
+        let Session {
+            universe,
+            threading,
+        } = self;
+        let inputs = JobInputs {
+            setup,
+            registry,
+            options,
+        };
+        run(universe, threading, programs, inputs, out, done)
+    }
+}
+
+fn run(
+    universe: Universe,
+    threading: Threading,
     programs: &[Program],
-    setup: &Setup,
-    registry: &Registry,
+    inputs: JobInputs<'_>,
     out: &mut (dyn Write + Send),
-    options: &Options,
     done: impl FnMut(&FinalState<'_>) -> Result<()>,
 ) -> Result<Option<Report>> {
-    // The heartbeat thread calls MPI beside the rank's own thread.
-    let wanted = match options.heartbeat {
-        Some(_) => Threading::Multiple,
-        None => Threading::Funneled,
-    };
-    let Some((universe, threading)) = ::mpi::initialize_with_threading(wanted) else {
-        return Err(RuntimeError::new("MPI cannot be initialised twice"));
-    };
+    let options = inputs.options;
     let world = universe.world();
     let size = world.size() as usize;
     let (workers, servers) = (options.workers, options.servers);
@@ -78,11 +128,7 @@ pub fn run(
         Ok(Link::Worker(w)) => format!("worker {}", w.rank()),
         Err(_) => format!("rank {}", world.rank()),
     };
-    let inputs = JobInputs {
-        setup,
-        registry,
-        options,
-    };
+    let inputs = JobInputs { options, ..inputs };
     let body = catch_unwind(AssertUnwindSafe(|| -> Result<Option<Report>> {
         drive(
             programs,

@@ -108,41 +108,7 @@ impl WorkerLink for MpiWorker {
     fn all_gather(&mut self, data: Vec<f64>) -> Result<Vec<Vec<f64>>> {
         self.outbox.reap();
         self.requests.flush_all(&mut self.outbox)?;
-        let mine = count_of(data.len())?;
-        let mut counts = vec![0i32; self.workers];
-        ::mpi::request::scope(|scope| {
-            wait_request(
-                self.team
-                    .immediate_all_gather_into(scope, &mine, &mut counts[..]),
-            );
-        });
-        let mut displs = Vec::with_capacity(counts.len());
-        let mut total = 0i32;
-        for &c in &counts {
-            displs.push(total);
-            total = total
-                .checked_add(c)
-                .ok_or_else(|| RuntimeError::new("all-gather too large for one MPI message"))?;
-        }
-        let mut all = vec![0.0; total as usize];
-        {
-            let mut part = PartitionMut::new(&mut all[..], &counts[..], &displs[..]);
-            ::mpi::request::scope(|scope| {
-                wait_request(self.team.immediate_all_gather_varcount_into(
-                    scope,
-                    &data[..],
-                    &mut part,
-                ));
-            });
-        }
-        let mut out = Vec::with_capacity(counts.len());
-        let mut rest = &all[..];
-        for &c in &counts {
-            let (head, tail) = rest.split_at(c as usize);
-            out.push(head.to_vec());
-            rest = tail;
-        }
-        Ok(out)
+        all_gather(&self.team, &data)
     }
     fn broadcast(&mut self, root: usize, data: Vec<f64>) -> Result<Vec<f64>> {
         self.outbox.reap();
@@ -208,6 +174,42 @@ impl ServerLink for MpiServer {
         }
         Ok(())
     }
+}
+
+/// Every process's `data`, in rank order, on every process of `comm` (collective; waits with
+/// the polling of [`wait_for`]).
+pub fn all_gather<T: Equivalence + Clone + Default>(
+    comm: &SimpleCommunicator,
+    data: &[T],
+) -> Result<Vec<Vec<T>>> {
+    let mine = count_of(data.len())?;
+    let mut counts = vec![0i32; comm.size() as usize];
+    ::mpi::request::scope(|scope| {
+        wait_request(comm.immediate_all_gather_into(scope, &mine, &mut counts[..]));
+    });
+    let mut displs = Vec::with_capacity(counts.len());
+    let mut total = 0i32;
+    for &c in &counts {
+        displs.push(total);
+        total = total
+            .checked_add(c)
+            .ok_or_else(|| RuntimeError::new("all-gather too large for one MPI message"))?;
+    }
+    let mut all = vec![T::default(); total as usize];
+    {
+        let mut part = PartitionMut::new(&mut all[..], &counts[..], &displs[..]);
+        ::mpi::request::scope(|scope| {
+            wait_request(comm.immediate_all_gather_varcount_into(scope, data, &mut part));
+        });
+    }
+    let mut out = Vec::with_capacity(counts.len());
+    let mut rest = &all[..];
+    for &c in &counts {
+        let (head, tail) = rest.split_at(c as usize);
+        out.push(head.to_vec());
+        rest = tail;
+    }
+    Ok(out)
 }
 
 fn count_of(len: usize) -> Result<i32> {

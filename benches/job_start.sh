@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# A job's start: process start, MPI start, compiling the job's programs, up to the first
-# instruction, for ACES4's test jobs, as threads (2 workers + 1 server) and under `mpirun -n 3`,
-# for each given sial binary (built with --features mpi), alternating; medians of RUNS
-# (docs/benchmarks.md, "Compiling a job's programs side by side"). The run stops right after
-# compiling: `--set` names a variable no program declares, which is checked against the
-# compiled programs before anything runs.
+# A job's start up to its first instruction (process start, setup, compiling the job's
+# programs) for ACES4's test jobs, as threads (2 workers + 1 server), for each given sial
+# binary, alternating; medians of RUNS (docs/benchmarks.md, "Compiling a job's programs side by
+# side"). The run stops right after compiling: `--set` names a variable no program declares,
+# which is checked against the compiled programs before anything runs. (Under mpirun the ranks
+# compile after MPI has started, and versions before that stop before it: compare whole jobs
+# there, with benches/aces4_mpi_threads.sh.)
 #   benches/job_start.sh RUNS ACES4_DIR JOB[,JOB...] SIAL [SIAL...]
 set -euo pipefail
 runs=$1 dir=$(cd "$2" && pwd) jobs=$3; shift 3
@@ -31,16 +32,13 @@ for job in "${job_list[@]}"; do
         for sial in "$@"; do
             args=(run "$dir/test/$job.dat" "${includes[@]}" -q --workers 2 --servers 1
                   --set no_program_declares_this=1)
-            times[$sial,$job,threads]+="$(timed "$sial" "${args[@]}") "
-            times[$sial,$job,mpi]+="$(timed mpirun -n 3 "$sial" "${args[@]}") "
+            times[$sial,$job]+="$(timed "$sial" "${args[@]}") "
         done
     done
 done
 for sial in "$@"; do
     echo "== $sial"
     for job in "${job_list[@]}"; do
-        th=$(tr ' ' '\n' <<< "${times[$sial,$job,threads]}" | grep . | median)
-        mp=$(tr ' ' '\n' <<< "${times[$sial,$job,mpi]}" | grep . | median)
-        printf '| %s | %.3f | %.3f |\n' "$job" "$th" "$mp"
+        printf '| %s | %.3f |\n' "$job" "$(tr ' ' '\n' <<< "${times[$sial,$job]}" | grep . | median)"
     done
 done

@@ -7,6 +7,10 @@
 //! bytes (alternating, so both see the same machine), the permute's rate counting one read and
 //! one write of every element, and the ratio permute rate / copy rate. A summary per size gives
 //! the worst and the median ratio.
+//!
+//! With `--features hptt` (needs cmake and a C++ compiler) each case also runs HPTT's
+//! `transpose_f64` (single thread, column-major, the same buffers' placement), checks that it
+//! gives the same block, and prints its time, its ratio to the copy and sial's speed against it.
 
 use sial_superinstructions::{Shape, permute};
 use std::hint::black_box;
@@ -70,6 +74,30 @@ impl Placed {
     fn get(&mut self) -> &mut [f64] {
         &mut self.buf[self.start..self.start + self.len]
     }
+}
+
+/// HPTT's time for the case (into `dst`), with `--features hptt`.
+#[cfg(feature = "hptt")]
+fn hptt_time(dst: &mut [f64], src: &[f64], case: &Case) -> Option<Duration> {
+    let run = |dst: &mut [f64]| {
+        hptt::transpose_f64(
+            &case.perm,
+            1.0,
+            black_box(src),
+            &case.ext,
+            0.0,
+            dst,
+            1,
+            hptt::MemoryOrder::ColumnMajor,
+        )
+        .expect("HPTT transposes the case")
+    };
+    Some(median_time(|| run(&mut *dst), 5))
+}
+
+#[cfg(not(feature = "hptt"))]
+fn hptt_time(_: &mut [f64], _: &[f64], _: &Case) -> Option<Duration> {
+    None
 }
 
 struct Case {
@@ -142,8 +170,13 @@ fn main() {
             let dst = dst_buf.get();
             let mut copy_buf = Placed::new(ds.len());
             let copy_dst = copy_buf.get();
-            let (mut tp, mut tc) = (Vec::new(), Vec::new());
+            let mut other_buf = Placed::new(ds.len());
+            let other = other_buf.get();
+            let (mut tp, mut tc, mut th) = (Vec::new(), Vec::new(), Vec::new());
             for _ in 0..5 {
+                if let Some(t) = hptt_time(other, src, &case) {
+                    th.push(t);
+                }
                 tp.push(median_time(
                     || {
                         permute(dst, &ds, black_box(src), &ss, &case.perm)
@@ -155,12 +188,26 @@ fn main() {
             }
             tp.sort();
             tc.sort();
+            th.sort();
             let (p, c) = (tp[2].as_secs_f64(), tc[2].as_secs_f64());
             let gib = 2.0 * 8.0 * ss.len() as f64 / (1u64 << 30) as f64;
             let ratio = c / p;
             ratios.push(ratio);
+            let hptt = match th.get(2) {
+                Some(h) => {
+                    assert!(dst == other, "{label}: HPTT gives another block");
+                    let h = h.as_secs_f64();
+                    format!(
+                        "   hptt {:>9.1} us ratio {:.2}   sial/hptt {:.2}",
+                        h * 1e6,
+                        c / h,
+                        h / p
+                    )
+                }
+                None => String::new(),
+            };
             println!(
-                "{label:<28} permute {:>9.1} us {:>6.1} GiB/s   copy {:>9.1} us {:>6.1} GiB/s   ratio {:.2}",
+                "{label:<28} permute {:>9.1} us {:>6.1} GiB/s   copy {:>9.1} us {:>6.1} GiB/s   ratio {:.2}{hptt}",
                 p * 1e6,
                 gib / p,
                 c * 1e6,

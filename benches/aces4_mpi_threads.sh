@@ -7,15 +7,12 @@
 #   benches/aces4_mpi_threads.sh RUNS ACES4_DIR SIAL [SIAL...]
 set -euo pipefail
 runs=$1 dir=$(cd "$2" && pwd); shift 2
-includes=()
-for d in scf cc utility eom eom/depreciated; do includes+=(-I "$dir/qm/$d"); done
+. "$(dirname "$0")/common.sh"
+aces4_includes "$dir"
 jobs=(second_ccsdpt_test rlambda_test lamccsdpt_test lccd_frozencore_test lccd_test lccsd_test
       cis_test scf_rhf_aguess_test scf_uhf_triplet_aguess_test scf_uhfrhf_aguess_test eom_test
       eom_ccsd_water_right_test lindep_test eom_lccd_test eom_lccsd_test eom_mp2_test)
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-cd "$work"
-median() { sort -n | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
+in_scratch
 timed() {
     local t0 t1
     t0=$(date +%s.%N)

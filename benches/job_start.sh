@@ -9,12 +9,9 @@
 #   benches/job_start.sh RUNS ACES4_DIR JOB[,JOB...] SIAL [SIAL...]
 set -euo pipefail
 runs=$1 dir=$(cd "$2" && pwd) jobs=$3; shift 3
-includes=()
-for d in scf cc utility eom eom/depreciated; do includes+=(-I "$dir/qm/$d"); done
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-cd "$work"
-median() { sort -n | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
+. "$(dirname "$0")/common.sh"
+aces4_includes "$dir"
+in_scratch
 timed() {
     local t0 t1
     t0=$(date +%s.%N)

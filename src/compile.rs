@@ -54,7 +54,7 @@ pub fn programs(
 /// The programs, largest source first, by as many threads as there are cores.
 fn on_threads(paths: &[PathBuf], options: &Options) -> Vec<Outcome> {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let order = largest_first(paths);
+    let order = largest_first(&sizes(paths));
     let next = AtomicUsize::new(0);
     let mut slots: Vec<Option<Outcome>> = paths.iter().map(|_| None).collect();
     std::thread::scope(|scope| {
@@ -87,7 +87,7 @@ fn on_threads(paths: &[PathBuf], options: &Options) -> Vec<Outcome> {
 /// (Compiling before MPI starts, to overlap its start-up, measured no faster.)
 fn shared(paths: &[PathBuf], options: &Options, session: &Session) -> Vec<Outcome> {
     let (rank, size) = session.rank_and_size();
-    let owner = shares(paths, size);
+    let owner = shares(&sizes(paths), size);
     let mut mine = Vec::new();
     for (i, path) in paths.iter().enumerate() {
         if owner[i] == rank {
@@ -121,31 +121,34 @@ fn finish(slots: Vec<Option<Outcome>>, paths: &[PathBuf], options: &Options) -> 
         .collect()
 }
 
-/// Program indices, largest file first (a missing file counts as empty).
-fn largest_first(paths: &[PathBuf]) -> Vec<usize> {
-    let sizes: Vec<u64> = paths
+/// The size of each program's file (a missing file counts as empty), read once.
+fn sizes(paths: &[PathBuf]) -> Vec<u64> {
+    paths
         .iter()
         .map(|p| std::fs::metadata(p).map_or(0, |m| m.len()))
-        .collect();
-    let mut order: Vec<usize> = (0..paths.len()).collect();
+        .collect()
+}
+
+/// Program indices, largest file first.
+fn largest_first(sizes: &[u64]) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..sizes.len()).collect();
     order.sort_by_key(|&i| std::cmp::Reverse(sizes[i]));
     order
 }
 
 /// The rank that compiles each program: largest first, each to the rank with the fewest bytes
 /// so far (ties to the lower rank).
-fn shares(paths: &[PathBuf], ranks: usize) -> Vec<usize> {
+fn shares(sizes: &[u64], ranks: usize) -> Vec<usize> {
     let mut load = vec![0u64; ranks.max(1)];
-    let mut owner = vec![0; paths.len()];
-    for i in largest_first(paths) {
-        let size = std::fs::metadata(&paths[i]).map_or(0, |m| m.len());
+    let mut owner = vec![0; sizes.len()];
+    for i in largest_first(sizes) {
         let (rank, _) = load
             .iter()
             .enumerate()
             .min_by_key(|&(r, &l)| (l, r))
             .unwrap_or((0, &0));
         owner[i] = rank;
-        load[rank] += size.max(1);
+        load[rank] += sizes[i].max(1);
     }
     owner
 }
@@ -283,9 +286,11 @@ mod tests {
             .collect();
         // 50 → rank 0; 40, 30 → rank 1 (40, then 70); 20 → rank 0 (50 < 70); 10 → rank 0
         // (70 = 70: the lower rank).
-        assert_eq!(shares(&paths, 2), vec![0, 0, 1, 1, 0]);
-        assert_eq!(shares(&paths, 1), vec![0; 5]);
-        assert_eq!(largest_first(&paths), vec![0, 2, 3, 4, 1]);
+        let sizes = sizes(&paths);
+        assert_eq!(sizes, [50, 10, 40, 30, 20]);
+        assert_eq!(shares(&sizes, 2), vec![0, 0, 1, 1, 0]);
+        assert_eq!(shares(&sizes, 1), vec![0; 5]);
+        assert_eq!(largest_first(&sizes), vec![0, 2, 3, 4, 1]);
     }
 
     #[test]

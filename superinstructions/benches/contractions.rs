@@ -3,7 +3,10 @@
 //! The patterns are those `rccsd_rhf` and `rccsdpt_aaa` (ACES4's CCSD and CCSD(T) programs)
 //! spend their contraction time in, taken from `sial run ... --profile` on the water/cc-pVDZ
 //! `sial setup` job (occupied 5, virtual 19, AO 24) and on ACES4's `ccsdpt_test.dat` (5, 9,
-//! 14); see docs/benchmarks.md, "Contractions with permuted operands".
+//! 14), and at the segment sizes of a larger molecule (occupied 10, virtual and AO 40); see
+//! docs/benchmarks.md, "Contractions with permuted operands". The copies column ends in `P`
+//! where the plan runs the packed GEMM (`ContractionPlan::cpu_packed`); with
+//! `SIAL_NO_PACKED_GEMM=1` it never does, for side-by-side runs.
 //!
 //! Each case times `ContractionPlan::execute` (beta 0, sequential) and faer's `matmul` on
 //! contiguous `m×k` and `k×n` matrices (`m, n, k` from [`ContractionPlan::gemm_dims`]),
@@ -56,6 +59,12 @@ const SCALES: &[Scale] = &[
         occ: 5,
         virt: 19,
         ao: 24,
+    },
+    Scale {
+        name: "large",
+        occ: 10,
+        virt: 40,
+        ao: 40,
     },
     Scale {
         name: "ccsdpt_test",
@@ -171,7 +180,8 @@ fn run_case(lines: &str, pattern: &str, scale: Scale) {
         .iter()
         .map(|&(on, c)| if on { c } else { '-' })
         .collect();
-    let moved = format!("{moved} {}", plan.cpu_gemm_calls());
+    let form = if plan.cpu_packed() { "P" } else { "" };
+    let moved = format!("{moved} {}{form}", plan.cpu_gemm_calls());
     println!(
         "{:<12} {:<22} {:<16} {:>5} {:>4} {:>5} {:>6} {:>10.2} {:>10.2} {:>7.1} {:>7.1} {:>6.0}%",
         scale.name,

@@ -76,7 +76,10 @@ pub(crate) struct Blocks<'a> {
 
 /// The cheapest batched form and its model cost, if any set of batch labels is cheaper than
 /// `single_cost` (the model cost of the single-GEMM plan).
-pub(crate) fn plan(b: &Blocks<'_>, single_cost: f64) -> Result<Option<Batched>, KernelError> {
+pub(crate) fn plan(
+    b: &Blocks<'_>,
+    single_cost: f64,
+) -> Result<Option<(f64, Batched)>, KernelError> {
     if [b.dst, b.left, b.right]
         .iter()
         .any(|t| t.iter().any(|d| d.1 == 0))
@@ -93,7 +96,7 @@ pub(crate) fn plan(b: &Blocks<'_>, single_cost: f64) -> Result<Option<Batched>, 
             }
         }
     }
-    Ok(best.map(|x| x.1))
+    Ok(best)
 }
 
 /// Which tensor and which of its two groups a group of labels is.

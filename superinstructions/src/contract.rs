@@ -16,14 +16,16 @@
 //! permute).
 //!
 //! Where that single GEMM needs copies, the CPU may instead loop GEMMs over some free labels
-//! on strided views of the blocks as stored (`crate::batched`), when its cost model says the
-//! copies saved outweigh the smaller GEMMs.
+//! on strided views of the blocks as stored (`crate::batched`), or run a GEMM of its own that
+//! packs its panels straight from the blocks as stored (`crate::packed`), whichever a cost
+//! model says is cheapest.
 
 use crate::batched::{self, Batched, Blocks, Dim, copy_cost, gemm_cost, sized};
 use crate::elementwise::{fill, scale};
 use crate::error::{KernelError, Role};
 use crate::gemm::{Dims, Parallelism, Stored, gemm};
 use crate::labels::{Label, Operand, OperandMut, Perm, check_labels, permutation_from_labels};
+use crate::packed::{self, Packed};
 use crate::permute::{permute, permute_add};
 use crate::shape::{Shape, check_len};
 use std::cell::Cell;
@@ -144,8 +146,19 @@ pub struct ContractionPlan {
     right: Prep,
     dst: DstPrep,
     par: Parallelism,
-    /// A cheaper way to run it on the CPU, as GEMMs looped over batch labels (sequential only).
-    batched: Option<Batched>,
+    /// How the CPU runs it when sequential (a threaded GEMM always takes the single form).
+    cpu: CpuForm,
+}
+
+/// The CPU's ways to run a contraction (see the module documentation).
+#[derive(Clone, Debug)]
+enum CpuForm {
+    /// The plan's steps: permutes as needed, one faer GEMM.
+    Single,
+    /// GEMMs looped over batch labels on strided views.
+    Batched(Box<Batched>),
+    /// One GEMM that packs from and writes to the blocks as stored.
+    Packed(Packed),
 }
 
 /// One choice of group orders: contracted labels `c`, free-left `fl`, free-right `fr`, and
@@ -321,16 +334,29 @@ impl ContractionPlan {
                 perm: permutation_from_labels(&labels_of(&dd), &labels_of(&tmp))?,
             }
         };
-        // Only a plan that copies can be beaten by batching (which never copies more).
-        let batched = if best.0 > 0 {
+        // Only a plan that copies can be beaten by the other forms (which copy less).
+        let cpu = if best.0 > 0 {
             let blocks = Blocks {
                 dst: &dd,
                 left: &ld,
                 right: &rd,
             };
-            batched::plan(&blocks, copy_cost(best.0) + gemm_cost(dims, 1))?
+            let operand_copied = [(&left, ops.lens[1]), (&right, ops.lens[2])]
+                .iter()
+                .filter(|(p, _)| matches!(p, Prep::Permute { .. }))
+                .map(|x| x.1)
+                .max()
+                .unwrap_or(0);
+            let batched = batched::plan(&blocks, copy_cost(best.0) + gemm_cost(dims, 1))?;
+            let batched_copies = batched.as_ref().map(|b| b.1.copies());
+            if packed::worth_it(dims, operand_copied) && batched_copies.is_none_or(|c| c[1] || c[2])
+            {
+                CpuForm::Packed(Packed::new(&blocks, fl, fr, c))
+            } else {
+                batched.map_or(CpuForm::Single, |b| CpuForm::Batched(Box::new(b.1)))
+            }
         } else {
-            None
+            CpuForm::Single
         };
         Ok(ContractionPlan {
             dims,
@@ -339,7 +365,7 @@ impl ContractionPlan {
             right,
             dst,
             par: Parallelism::default(),
-            batched,
+            cpu,
         })
     }
 
@@ -352,11 +378,12 @@ impl ContractionPlan {
     /// Which operands [`Self::execute`] copies into another order on the CPU: those of
     /// [`Self::permutes`], or fewer where it batches ([`Self::cpu_gemm_calls`]).
     pub fn cpu_permutes(&self) -> Permutes {
-        match (&self.batched, self.par) {
-            (Some(b), Parallelism::Sequential) => {
+        match (&self.cpu, self.par) {
+            (CpuForm::Batched(b), Parallelism::Sequential) => {
                 let [dst, left, right] = b.copies();
                 Permutes { left, right, dst }
             }
+            (CpuForm::Packed(_), Parallelism::Sequential) => Permutes::default(),
             _ => self.permutes(),
         }
     }
@@ -411,11 +438,20 @@ impl ContractionPlan {
         }
     }
 
+    /// Whether [`Self::execute`] runs sial's own GEMM, which packs its panels straight from
+    /// the blocks as stored and so copies nothing (sequential plans on CPUs with AVX-512).
+    pub fn cpu_packed(&self) -> bool {
+        matches!(
+            (&self.cpu, self.par),
+            (CpuForm::Packed(_), Parallelism::Sequential)
+        )
+    }
+
     /// How many GEMMs [`Self::execute`] runs on the CPU: 1, or more where looping over some
     /// free labels (batching) avoids copying blocks; the steps above stay the single GEMM.
     pub fn cpu_gemm_calls(&self) -> usize {
-        match (&self.batched, self.par) {
-            (Some(b), Parallelism::Sequential) => b.calls(),
+        match (&self.cpu, self.par) {
+            (CpuForm::Batched(b), Parallelism::Sequential) => b.calls(),
             _ => 1,
         }
     }
@@ -444,8 +480,14 @@ impl ContractionPlan {
             scale_or_zero(dst, beta);
             return Ok(());
         }
-        with_scratch(|scratch| match (&self.batched, self.par) {
-            (Some(b), Parallelism::Sequential) => b.execute(dst, (left, right), beta, scratch),
+        with_scratch(|scratch| match (&self.cpu, self.par) {
+            (CpuForm::Batched(b), Parallelism::Sequential) => {
+                b.execute(dst, (left, right), beta, scratch)
+            }
+            (CpuForm::Packed(p), Parallelism::Sequential) => {
+                p.execute(dst, (left, right), beta, scratch, true);
+                Ok(())
+            }
             _ => self.execute_single(dst, (left, right), beta, scratch),
         })
     }
@@ -697,6 +739,8 @@ mod tests {
     const L: Label = 4;
     const A: Label = 5;
     const B: Label = 6;
+    const C: Label = 7;
+    const D: Label = 8;
 
     #[test]
     fn matrix_products_in_every_layout() -> Result<(), KernelError> {
@@ -874,6 +918,22 @@ mod tests {
         let p = plan(&[I, J], &[0, 2], &[I, K], &[0, 3], &[K, J], &[3, 2])?;
         p.execute(&mut [], &[], &[0.0; 6], 1.0)?;
         Ok(())
+    }
+
+    #[test]
+    fn the_ao_ladder_is_packed_from_the_blocks_as_stored() -> Result<(), KernelError> {
+        // rccsd_rhf:1396, `Y[M,i,N,j] = aoint[L,M,S,N] * T[L,i,S,j]`, with an AO segment of 23
+        // (left of 23⁴ elements, beyond L2) and 4 occupied: every block would be permuted for
+        // the single GEMM; the packed GEMM reads and writes all three in place.
+        let (ao, occ) = ([23; 4], [23, 4, 23, 4]);
+        let (d, l, r) = ([A, I, B, J], [C, A, D, B], [C, I, D, J]);
+        let p = plan(&d, &occ, &l, &ao, &r, &occ)?;
+        assert_eq!(p.cpu_packed(), packed::available());
+        if p.cpu_packed() {
+            assert_eq!(p.cpu_permutes(), Permutes::default());
+        }
+        assert!(p.permutes().left && p.permutes().right && p.permutes().dst);
+        check((&d, &occ), (&l, &ao), (&r, &occ), 11)
     }
 
     #[test]

@@ -28,6 +28,7 @@ mod elementwise;
 mod error;
 mod gemm;
 mod labels;
+mod packed;
 mod permute;
 mod shape;
 pub mod special;

@@ -5,22 +5,23 @@
 # each of its COUNT blocks, then also get each one; the puts take mode 1 - mode 0, the gets
 # mode 2 - mode 1 (start-up, filling and the end cancel). rsmpi: examples/raw_mpi.rs, the same
 # number of blocks of the same size, one way (put) and as request and reply (get), and the put
-# again with the receiver keeping every block, as a server does ("kept"). Alternating, RUNS
+# again with the receiver keeping every block, as a server does, and the get with the requester
+# keeping every block, as a worker does until its barrier ("kept"). Alternating, RUNS
 # rounds (each sial binary in turn, then rsmpi); per round the differences, then their median.
 # One table per sial binary.
 #   benches/mpi_rates.sh RUNS SIAL RAW_MPI [SIAL...]
 # (SIAL built with --features mpi; RAW_MPI: target/release/examples/raw_mpi)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. benches/common.sh
 runs=$1 raw=$3
 sials=("$2" "${@:4}")
 # bytes:count, 2 to 512 MiB moved per size
 sizes=(8:100000 64:100000 512:100000 4096:50000 262144:1024 1048576:256 4194304:64)
-median() { sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
 now() { date +%s.%N; }
 # Keyed by "binary number:bytes".
 declare -A put get
-declare -A rawput rawget rawkept
+declare -A rawput rawget rawkept rawgetkept
 for _ in $(seq "$runs"); do
     for s in "${!sials[@]}"; do
         for sc in "${sizes[@]}"; do
@@ -36,26 +37,28 @@ for _ in $(seq "$runs"); do
             get[$s:$bytes]+="$(echo "${t[2]} - ${t[1]}" | bc) "
         done
     done
-    while read -r bytes _ p g k; do
+    while read -r bytes _ p g k gk; do
         rawput[$bytes]+="$p "
         rawget[$bytes]+="$g "
         rawkept[$bytes]+="$k "
+        rawgetkept[$bytes]+="$gk "
     done < <(mpirun -n 2 "$raw" "${sizes[@]}")
 done
 of() { tr ' ' '\n' <<< "$1" | grep . | median; }
 for s in "${!sials[@]}"; do
     printf '\n%s\n\n' "${sials[s]}"
-    printf '| block | blocks | sial put | rsmpi put | ratio | rsmpi put, kept | ratio | sial get | rsmpi get | ratio |\n'
-    printf '|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n'
+    printf '| block | blocks | sial put | rsmpi put | ratio | rsmpi put, kept | ratio | sial get | rsmpi get | ratio | rsmpi get, kept | ratio |\n'
+    printf '|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n'
     for sc in "${sizes[@]}"; do
         bytes=${sc%:*} count=${sc#*:}
         sp=$(of "${put[$s:$bytes]}") sg=$(of "${get[$s:$bytes]}")
         rp=$(of "${rawput[$bytes]}") rg=$(of "${rawget[$bytes]}") rk=$(of "${rawkept[$bytes]}")
+        rgk=$(of "${rawgetkept[$bytes]}")
         # Below 256 KiB: messages per second; from 256 KiB: GB/s of block data.
-        awk -v b="$bytes" -v n="$count" -v sp="$sp" -v sg="$sg" -v rp="$rp" -v rg="$rg" -v rk="$rk" 'BEGIN {
+        awk -v b="$bytes" -v n="$count" -v sp="$sp" -v sg="$sg" -v rp="$rp" -v rg="$rg" -v rk="$rk" -v rgk="$rgk" 'BEGIN {
             if (b < 262144) { f = n; unit = "msg/s"; fmt = "%.0f" } else { f = n * b / 1e9; unit = "GB/s"; fmt = "%.2f" }
-            printf "| %d B | %d | " fmt " %s | " fmt " %s | %.2f | " fmt " %s | %.2f | " fmt " %s | " fmt " %s | %.2f |\n",
-                b, n, f / sp, unit, f / rp, unit, rp / sp, f / rk, unit, rk / sp, f / sg, unit, f / rg, unit, rg / sg
+            printf "| %d B | %d | " fmt " %s | " fmt " %s | %.2f | " fmt " %s | %.2f | " fmt " %s | " fmt " %s | %.2f | " fmt " %s | %.2f |\n",
+                b, n, f / sp, unit, f / rp, unit, rp / sp, f / rk, unit, rk / sp, f / sg, unit, f / rg, unit, rg / sg, f / rgk, unit, rgk / sg
         }'
     done
 done

@@ -4,14 +4,16 @@
 //! a put) and of COUNT small requests each answered with the block (all requests first, then
 //! the replies, each into a fresh buffer: a get), and of the put again with the receiver
 //! keeping every block until the end, as a server does (its memory is new to the process, not
-//! the warm buffer the allocator hands back each time in the first put).
+//! the warm buffer the allocator hands back each time in the first put), and the get again
+//! with the requester keeping every block, as a worker does until its barrier.
 //!
 //! ```sh
 //! cargo build --release --features mpi --example raw_mpi
 //! mpirun -n 2 target/release/examples/raw_mpi BYTES:COUNT...
 //! ```
 //!
-//! Prints `BYTES COUNT PUT_SECONDS GET_SECONDS KEPT_PUT_SECONDS` for each argument.
+//! Prints `BYTES COUNT PUT_SECONDS GET_SECONDS KEPT_PUT_SECONDS KEPT_GET_SECONDS` for each
+//! argument.
 
 use mpi::collective::CommunicatorCollectives;
 use mpi::point_to_point::{Destination, Source};
@@ -56,8 +58,13 @@ fn main() -> ExitCode {
         let kept = put_kept(first, &other, values, count);
         let put_kept = started.elapsed().as_secs_f64();
         drop(kept);
+        world.barrier();
+        let started = Instant::now();
+        let kept = get_kept(first, &other, values, count);
+        let get_kept = started.elapsed().as_secs_f64();
+        drop(kept);
         if first {
-            println!("{bytes} {count} {put:.6} {get:.6} {put_kept:.6}");
+            println!("{bytes} {count} {put:.6} {get:.6} {put_kept:.6} {get_kept:.6}");
         }
     }
     ExitCode::SUCCESS
@@ -103,6 +110,26 @@ fn put_kept(first: bool, other: &Process<'_>, values: usize, count: usize) -> Ve
         kept.push(block);
     }
     other.send(&0u8);
+    kept
+}
+
+/// As [`get`], but rank 0 keeps every block it received (returned, to be dropped after the
+/// time is taken).
+fn get_kept(first: bool, other: &Process<'_>, values: usize, count: usize) -> Vec<Vec<f64>> {
+    let mut kept = Vec::new();
+    if !first {
+        get(first, other, values, count);
+        return kept;
+    }
+    let request = [0u8; REQUEST_BYTES];
+    for _ in 0..count {
+        other.send(&request[..]);
+    }
+    for _ in 0..count {
+        let mut block = vec![0.0f64; values];
+        other.receive_into(&mut block[..]);
+        kept.push(block);
+    }
     kept
 }
 

@@ -349,11 +349,14 @@ impl ContractionPlan {
                 .unwrap_or(0);
             let batched = batched::plan(&blocks, copy_cost(best.0) + gemm_cost(dims, 1))?;
             let batched_copies = batched.as_ref().map(|b| b.1.copies());
-            if packed::worth_it(dims, operand_copied) && batched_copies.is_none_or(|c| c[1] || c[2])
-            {
-                CpuForm::Packed(Packed::new(&blocks, fl, fr, c))
-            } else {
-                batched.map_or(CpuForm::Single, |b| CpuForm::Batched(Box::new(b.1)))
+            let packed = (packed::worth_it(dims, operand_copied)
+                && batched_copies.is_none_or(|c| c[1] || c[2]))
+            .then(|| Packed::new(&blocks, fl, fr, c))
+            .filter(Packed::streams);
+            match (packed, batched) {
+                (Some(p), _) => CpuForm::Packed(p),
+                (None, Some(b)) => CpuForm::Batched(Box::new(b.1)),
+                (None, None) => CpuForm::Single,
             }
         } else {
             CpuForm::Single

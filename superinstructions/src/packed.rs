@@ -168,6 +168,16 @@ impl Packed {
         }
     }
 
+    /// Whether the packing of left and the write-back run at vector speed: left's rows run
+    /// contiguously for a whole panel, or its summed labels for 8 or more, and dst's rows for
+    /// 8 or more. The measured wins all have this (docs/benchmarks.md); gathered panels and
+    /// scattered write-backs are slower than faer on permuted copies.
+    pub(crate) fn streams(&self) -> bool {
+        let left = lead_run(&self.left.rows) >= MR.min(self.dims.m)
+            || lead_run(&self.left.cols) >= 8.min(self.dims.k);
+        left && lead_run(&self.dst.rows) >= 8.min(self.dims.m)
+    }
+
     /// `dst = beta * dst + left · right`. Lengths were checked by the caller; `k > 0`.
     pub(crate) fn execute(
         &self,
@@ -271,6 +281,11 @@ impl Panels<'_> {
             }
         }
     }
+}
+
+/// How many offsets at the start run with unit stride.
+fn lead_run(o: &[usize]) -> usize {
+    1 + o.windows(2).take_while(|w| w[1] == w[0] + 1).count()
 }
 
 /// Whether offsets run with unit stride.
@@ -382,7 +397,8 @@ fn kernel(
     }
 }
 
-/// Writes (or adds) the tile's `rows.len() × cols.len()` corner into dst.
+/// Writes (or adds) the tile's `rows.len() × cols.len()` corner into dst, a contiguous run of
+/// rows at a time.
 fn write_tile(
     dst: &mut [f64],
     rows: &[usize],
@@ -390,21 +406,20 @@ fn write_tile(
     tile: &[f64; MR * NR],
     accumulate: bool,
 ) {
-    let mr = rows.len();
-    for (j, &c) in cols.iter().enumerate() {
-        let t = &tile[j * MR..j * MR + mr];
-        if unit_run(rows) {
-            let d = &mut dst[rows[0] + c..rows[0] + c + mr];
+    let mut r0 = 0;
+    while r0 < rows.len() {
+        let len = lead_run(&rows[r0..]);
+        for (j, &c) in cols.iter().enumerate() {
+            let t = &tile[j * MR + r0..j * MR + r0 + len];
+            let at = rows[r0] + c;
+            let d = &mut dst[at..at + len];
             if accumulate {
                 d.iter_mut().zip(t).for_each(|(d, t)| *d += t);
             } else {
                 d.copy_from_slice(t);
             }
-        } else if accumulate {
-            rows.iter().zip(t).for_each(|(&r, t)| dst[r + c] += t);
-        } else {
-            rows.iter().zip(t).for_each(|(&r, t)| dst[r + c] = *t);
         }
+        r0 += len;
     }
 }
 
@@ -599,6 +614,32 @@ mod tests {
         check(&[1], &[1, 0], &[0], &ext, 5);
         check(&[1, 0], &[1], &[0], &ext, 6);
         check(&[0], &[1], &[1, 0], &ext, 7);
+    }
+
+    #[test]
+    fn only_streaming_layouts_are_offered() {
+        let packed = |d: &[Dim], l: &[Dim], r: &[Dim]| {
+            let only = |v: &[Dim], o: &[Dim]| -> Vec<Dim> {
+                v.iter()
+                    .copied()
+                    .filter(|x| o.iter().any(|y| y.0 == x.0))
+                    .collect()
+            };
+            let b = Blocks {
+                dst: d,
+                left: l,
+                right: r,
+            };
+            Packed::new(&b, &only(l, d), &only(r, d), &only(l, r))
+        };
+        let (l, m, s, n, i, j) = ((0, 24), (1, 24), (2, 24), (3, 24), (4, 5), (5, 5));
+        // The AO ladder: left's summed labels and dst's rows run contiguously.
+        assert!(packed(&[m, i, n, j], &[l, m, s, n], &[l, i, s, j]).streams());
+        // Dst led by a column label: every tile would be scattered.
+        assert!(!packed(&[i, m, n, j], &[l, m, s, n], &[l, i, s, j]).streams());
+        // Left led by a summed label of extent 5: neither its rows nor its summed labels run.
+        let (l5, s5) = ((0, 5), (2, 5));
+        assert!(!packed(&[m, i, n, j], &[l5, m, s5, n], &[l5, i, s5, j]).streams());
     }
 
     #[test]

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""CCSD(T) of water/cc-pVDZ: sial (ACES4's programs on a `sial setup` job) against PySCF, as whole
-processes, alternating, median of N runs each, with the same thread count for both
-(OPENBLAS/OMP/MKL/RAYON_NUM_THREADS).
+"""CCSD(T) (or --method ccsd) of water/cc-pVDZ (or --basis): sial (ACES4's programs on a `sial
+setup` job) against PySCF, as whole processes, alternating, median of N runs each, with the same
+thread count for both (OPENBLAS/OMP/MKL/RAYON_NUM_THREADS). Several sial binaries (--sial, given
+more than once) run in turn in every round, to compare versions side by side.
 
 Usage (repository root, after `cargo build --release`; pip install pyscf):
     python3 benches/compare_pyscf.py --aces4 ../shared/aces4 [--runs 5] [--threads 1]
@@ -22,22 +23,25 @@ ap.add_argument("--runs", type=int, default=5)
 ap.add_argument("--threads", type=int, default=1)
 ap.add_argument("--molecule", default="tests/setup/water.xyz")
 ap.add_argument("--basis", default="cc-pvdz")
+ap.add_argument("--method", default="ccsd(t)", choices=["ccsd", "ccsd(t)"])
+ap.add_argument("--sial", action="append", help="sial binary (default target/release/sial)")
 args = ap.parse_args()
 
 root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sial = os.path.join(root, "target", "release", "sial")
+sials = args.sial or [os.path.join(root, "target", "release", "sial")]
+sial = sials[0]
 env = dict(os.environ)
 for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "RAYON_NUM_THREADS"):
     env[var] = str(args.threads)
 work = tempfile.mkdtemp(prefix="sial-bench-")
 job = os.path.join(work, "job.json")
 subprocess.run([sial, "setup", "--molecule", args.molecule, "--basis", args.basis,
-                "--method", "ccsd(t)", "-o", job], cwd=root, check=True, capture_output=True)
+                "--method", args.method, "-o", job], cwd=root, check=True, capture_output=True)
 ranks = ["--workers", "1", "--servers", "0"] if args.threads == 1 else \
         ["--workers", str(args.threads), "--servers", "1"]
-sial_cmd = [sial, "run", job, "-q", "--results", os.path.join(work, "r.json")] + ranks
+sial_args = ["run", job, "-q", "--results", os.path.join(work, "r.json")] + ranks
 for d in ("scf", "cc", "utility"):
-    sial_cmd += ["-I", os.path.join(args.aces4, "qm", d)]
+    sial_args += ["-I", os.path.join(args.aces4, "qm", d)]
 pyscf_src = f"""
 import sys
 sys.argv = ['x']
@@ -48,10 +52,12 @@ exec(src, g)
 from pyscf import scf, cc
 mol = g['molecule']({os.path.join(root, args.molecule)!r}, {args.basis!r}, False)
 mf = scf.RHF(mol); mf.conv_tol = 1e-12; mf.kernel()
-c = cc.CCSD(mf); c.conv_tol = 1e-10; c.kernel(); et = c.ccsd_t()
+c = cc.CCSD(mf); c.conv_tol = 1e-10; c.kernel()
+et = c.ccsd_t() if {args.method == "ccsd(t)"!r} else 0.0
 print(mf.e_tot + c.e_corr + et)
 """
-commands = {"sial": sial_cmd, "pyscf": [sys.executable, "-c", pyscf_src]}
+commands = {(f"sial{i}" if len(sials) > 1 else "sial"): [b] + sial_args for i, b in enumerate(sials)}
+commands["pyscf"] = [sys.executable, "-c", pyscf_src]
 times = {k: [] for k in commands}
 for _ in range(args.runs):
     for name, cmd in commands.items():
@@ -62,4 +68,7 @@ for _ in range(args.runs):
             sys.exit(f"{name} failed: {p.stderr[-2000:]}")
 for name, ts in times.items():
     print(f"{name:6} median {statistics.median(ts):7.3f} s  best {min(ts):7.3f} s  ({args.runs} runs)")
-print(f"sial / pyscf (medians): {statistics.median(times['sial']) / statistics.median(times['pyscf']):.2f}")
+for name in commands:
+    if name != "pyscf":
+        ratio = statistics.median(times[name]) / statistics.median(times["pyscf"])
+        print(f"{name} / pyscf (medians): {ratio:.2f}")

@@ -18,7 +18,8 @@ CORE = {1: 0, 7: 1, 8: 1, 9: 1}
 
 
 BASIS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../chemistry/basis")
-FILES = {"cc-pvdz": "cc-pvdz.json", "6-31g*": "6-31g_st.json", "6-31g": "6-31g.json"}
+FILES = {"cc-pvdz": "cc-pvdz.json", "6-31g*": "6-31g_st.json", "6-31g": "6-31g.json",
+         "cc-pvtz": "cc-pvtz.json", "aug-cc-pvdz": "aug-cc-pvdz.json"}
 
 
 def pyscf_basis(name, symbols):

@@ -108,6 +108,8 @@ pub struct BasisSet {
     pub(crate) engine: integral::Basis,
     /// Electron-repulsion batches kept between calls (see [`super::engine::QuartetCache`]).
     pub(crate) cache: std::cell::RefCell<super::engine::QuartetCache>,
+    /// The core Hamiltonian over all AOs, once asked for (`return_h1`).
+    pub(crate) core_hamiltonian: std::sync::OnceLock<Vec<f64>>,
 }
 
 /// The per-shell integer arrays of the setup.
@@ -169,6 +171,7 @@ impl BasisSet {
             spherical,
             engine: integral::Basis::new(engine),
             cache: Default::default(),
+            core_hamiltonian: Default::default(),
         })
     }
 
@@ -198,6 +201,7 @@ impl BasisSet {
             spherical: self.spherical,
             engine: integral::Basis::new(engine),
             cache: Default::default(),
+            core_hamiltonian: Default::default(),
         }
     }
 

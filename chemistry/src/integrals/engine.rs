@@ -6,7 +6,8 @@
 //! assembled from one crate block per combination of contracted functions, transformed to
 //! ACES4's functions with the shells' matrices and scattered into place.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
+use std::sync::Arc;
 
 use integral::engine::os::{self, Prim};
 
@@ -123,7 +124,8 @@ pub(crate) fn quartet(basis: &BasisSet, q: [&Shell; 4], out: &mut Vec<f64>) {
 /// needed. The budget bounds the memory: beyond it the integrals stay direct, never all n⁴.
 #[derive(Debug)]
 pub(crate) struct QuartetCache {
-    batches: HashMap<[usize; 4], Vec<f64>>,
+    /// Shared with the calls that use them, so serving one is not a copy.
+    batches: FxHashMap<[usize; 4], Arc<[f64]>>,
     bytes: usize,
     budget: usize,
 }
@@ -132,7 +134,7 @@ pub(crate) struct QuartetCache {
 impl Clone for QuartetCache {
     fn clone(&self) -> QuartetCache {
         QuartetCache {
-            batches: HashMap::new(),
+            batches: FxHashMap::default(),
             bytes: 0,
             budget: self.budget,
         }
@@ -146,7 +148,7 @@ impl Default for QuartetCache {
             .and_then(|v| v.trim().parse::<usize>().ok())
             .unwrap_or(64);
         QuartetCache {
-            batches: HashMap::new(),
+            batches: FxHashMap::default(),
             bytes: 0,
             budget: mb.saturating_mul(1 << 20),
         }
@@ -159,7 +161,7 @@ impl Default for QuartetCache {
 /// batch is kept (a block whose dimensions share shells meets each up to 8 times).
 pub(crate) struct Quartets<'a> {
     basis: &'a BasisSet,
-    call: HashMap<[usize; 4], Vec<f64>>,
+    call: FxHashMap<[usize; 4], Arc<[f64]>>,
 }
 
 impl<'a> Quartets<'a> {
@@ -167,7 +169,7 @@ impl<'a> Quartets<'a> {
     pub(crate) fn new(basis: &'a BasisSet) -> Quartets<'a> {
         Quartets {
             basis,
-            call: HashMap::new(),
+            call: FxHashMap::default(),
         }
     }
 
@@ -179,23 +181,27 @@ impl<'a> Quartets<'a> {
             if let Ok(cache) = basis.cache.try_borrow()
                 && let Some(b) = cache.batches.get(&canonical)
             {
-                return b.clone();
+                return Arc::clone(b);
             }
             let mut batch = Vec::new();
             quartet(basis, canonical.map(|s| &basis.shells[s]), &mut batch);
+            let batch: Arc<[f64]> = batch.into();
             if let Ok(mut cache) = basis.cache.try_borrow_mut() {
                 let bytes = batch.len() * 8;
                 if cache.bytes + bytes <= cache.budget {
                     cache.bytes += bytes;
-                    cache.batches.insert(canonical, batch.clone());
+                    cache.batches.insert(canonical, Arc::clone(&batch));
                 }
             }
             batch
         })
     }
 
-    /// The batch of shells `q` (indices into the basis) into `out`, as [`quartet`] lays it out.
-    pub(crate) fn batch(&mut self, q: [usize; 4], out: &mut Vec<f64>) {
+    /// Writes the batch of shells `q` (indices into the basis) into `dst`: element (a, b, c, d)
+    /// of the quartet, counted from each shell's first AO, at `at + a + strides[0]·b +
+    /// strides[1]·c + strides[2]·d`. Rows over `a` are copied whole where the canonical batch
+    /// has them contiguous.
+    pub(crate) fn write(&mut self, q: [usize; 4], dst: &mut [f64], at: usize, strides: [usize; 3]) {
         let (canonical, from) = canonical(q);
         let basis = self.basis;
         let len = q.map(|s| basis.shells[s].len());
@@ -203,13 +209,19 @@ impl<'a> Quartets<'a> {
         let source = self.canonical_batch(canonical);
         let cstride = [1, clen[0], clen[0] * clen[1], clen[0] * clen[1] * clen[2]];
         let stride = from.map(|axis| cstride[axis]);
-        out.clear();
-        out.reserve(len.iter().product());
         for d in 0..len[3] {
             for c in 0..len[2] {
                 for b in 0..len[1] {
                     let base = b * stride[1] + c * stride[2] + d * stride[3];
-                    out.extend((0..len[0]).map(|a| source[base + a * stride[0]]));
+                    let o = at + b * strides[0] + c * strides[1] + d * strides[2];
+                    let row = &mut dst[o..o + len[0]];
+                    if stride[0] == 1 {
+                        row.copy_from_slice(&source[base..base + len[0]]);
+                    } else {
+                        for (a, x) in row.iter_mut().enumerate() {
+                            *x = source[base + a * stride[0]];
+                        }
+                    }
                 }
             }
         }
@@ -341,6 +353,14 @@ mod tests {
         }
     }
 
+    /// The batch of `q` as [`quartet`] lays it out, written by `source`.
+    fn dense(source: &mut Quartets<'_>, basis: &BasisSet, q: [usize; 4], out: &mut Vec<f64>) {
+        let l = q.map(|s| basis.shells[s].len());
+        out.clear();
+        out.resize(l.iter().product(), f64::NAN);
+        source.write(q, out, 0, [l[0], l[0] * l[1], l[0] * l[1] * l[2]]);
+    }
+
     #[test]
     fn permuted_quartets_equal_computed_ones() {
         let case = Case::load("synthetic_spherical");
@@ -359,7 +379,7 @@ mod tests {
             [0, 2, 2, 4],
         ] {
             assert!(q.iter().all(|s| all.contains(s)));
-            cached.batch(q, &mut got);
+            dense(&mut cached, &basis, q, &mut got);
             quartet(&basis, q.map(|s| &basis.shells[s]), &mut want);
             assert!(max_diff(&got, &want) < 1e-13, "{q:?}");
         }
@@ -367,7 +387,7 @@ mod tests {
         let kept = basis.cache.borrow().batches.len();
         assert_eq!(kept, 2);
         let mut later = Quartets::new(&basis);
-        later.batch([2, 4, 2, 1], &mut got);
+        dense(&mut later, &basis, [2, 4, 2, 1], &mut got);
         quartet(&basis, [2, 4, 2, 1].map(|s| &basis.shells[s]), &mut want);
         assert!(max_diff(&got, &want) < 1e-13);
         let mut none = QuartetCache {
@@ -379,7 +399,7 @@ mod tests {
             cache: std::cell::RefCell::new(none),
             ..basis
         };
-        Quartets::new(&basis).batch([2, 4, 2, 1], &mut got);
+        dense(&mut Quartets::new(&basis), &basis, [2, 4, 2, 1], &mut got);
         assert!(basis.cache.borrow().batches.is_empty());
     }
 

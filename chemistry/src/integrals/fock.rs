@@ -19,8 +19,9 @@
 //! ubatch6, which also returns the integrals (mp2_rhf_disc relies on it).
 
 use sial_superinstructions::special::{Arg, Context};
+use sial_superinstructions::{Label, Operand, OperandMut, Shape, contract};
 
-use super::two_electron::{for_each_element, for_each_quartet};
+use super::two_electron::{fill_integrals, for_each_element};
 use super::with_basis;
 use super::{basis::BasisSet, blocks::spans};
 use crate::args;
@@ -40,76 +41,158 @@ enum Class {
     OneFold,
 }
 
-/// The densities and Fock matrices of one call, all n × n column-major.
+/// One of a class's contributions, as a contraction of the block `I[a,b,c,d]` (labels 0 to
+/// 3) over the two labels of `source`: `R[x,y] = Σ I[a,b,c,d]·M[u,v]`, `target = [x, y]`,
+/// `source = [u, v]`, added into the Fock matrices at `(x, y)` and, if `mirrored`, at `(y, x)`.
+/// Coulomb terms take `M = factor·(Da + Db)` and add R to both Fock matrices; exchange terms
+/// take `M = −Dσ` and add each spin's R to that spin's Fock matrix.
+#[derive(Clone, Copy, Debug)]
+struct Term {
+    coulomb: Option<f64>,
+    target: [usize; 2],
+    mirrored: bool,
+    source: [usize; 2],
+}
+
+const fn coulomb(factor: f64, target: [usize; 2], mirrored: bool, source: [usize; 2]) -> Term {
+    Term {
+        coulomb: Some(factor),
+        target,
+        mirrored,
+        source,
+    }
+}
+
+const fn exchange(target: [usize; 2], mirrored: bool, source: [usize; 2]) -> Term {
+    Term {
+        coulomb: None,
+        target,
+        mirrored,
+        source,
+    }
+}
+
+/// Block labels a, b, c, d.
+const A: usize = 0;
+const B: usize = 1;
+const C: usize = 2;
+const D: usize = 3;
+
+impl Class {
+    /// The contributions of every element (a, b, c, d) = I of a block of this class: the
+    /// images it stands for, each giving `J` terms `F(p,q) += Dt(r,s)·I` and `K` terms
+    /// `Fσ(p,r) −= Dσ(q,s)·I` (ACES4's formulas per class).
+    fn terms(self) -> &'static [Term] {
+        const EIGHT_FOLD: &[Term] = &[
+            coulomb(2.0, [A, B], true, [C, D]),
+            coulomb(2.0, [C, D], true, [A, B]),
+            exchange([A, C], true, [B, D]),
+            exchange([A, D], true, [B, C]),
+            exchange([B, C], true, [A, D]),
+            exchange([B, D], true, [A, C]),
+        ];
+        const SAME_BRA: &[Term] = &[
+            coulomb(2.0, [A, B], false, [C, D]),
+            coulomb(1.0, [C, D], true, [A, B]),
+            exchange([A, C], true, [B, D]),
+            exchange([A, D], true, [B, C]),
+        ];
+        const PAIR_PAIR: &[Term] = &[
+            coulomb(2.0, [A, B], true, [C, D]),
+            exchange([A, C], false, [B, D]),
+            exchange([A, D], false, [B, C]),
+            exchange([B, C], false, [A, D]),
+            exchange([B, D], false, [A, C]),
+        ];
+        const BRA_KET: &[Term] = &[
+            coulomb(1.0, [A, B], false, [C, D]),
+            coulomb(1.0, [C, D], false, [A, B]),
+            exchange([A, C], true, [B, D]),
+        ];
+        const ONE_FOLD: &[Term] = &[
+            coulomb(1.0, [A, B], false, [C, D]),
+            exchange([A, C], false, [B, D]),
+        ];
+        match self {
+            Class::EightFold => EIGHT_FOLD,
+            Class::SameBra => SAME_BRA,
+            Class::PairPair => PAIR_PAIR,
+            Class::BraKet => BRA_KET,
+            Class::OneFold => ONE_FOLD,
+        }
+    }
+}
+
+/// The densities and Fock matrices of one call, all n × n column-major, and where the block's
+/// four dimensions start among the AOs.
 struct Matrices<'a> {
     n: usize,
     /// Da + Db.
     total: Vec<f64>,
     d: [&'a [f64]; 2],
     f: [&'a mut [f64]; 2],
+    offsets: [usize; 4],
 }
 
 impl Matrices<'_> {
-    fn at(&self, p: usize, q: usize) -> usize {
-        p + self.n * q
-    }
-
-    /// Coulomb: both Fock matrices get `factor·Dt(r,s)·I` at each of `targets`.
-    fn coulomb(&mut self, targets: &[(usize, usize)], (r, s): (usize, usize), factor: f64, i: f64) {
-        let v = factor * self.total[self.at(r, s)] * i;
-        for &(p, q) in targets {
-            let x = self.at(p, q);
-            self.f[0][x] += v;
-            self.f[1][x] += v;
+    /// Adds one term's contributions of the integral block `block` (extents `shape`).
+    fn add(&mut self, term: Term, block: &[f64], shape: [usize; 4]) -> Result<(), String> {
+        let n = self.n;
+        let [u, v] = term.source;
+        let [x, y] = term.target;
+        let (eu, ev, ex, ey) = (shape[u], shape[v], shape[x], shape[y]);
+        let (ou, ov) = (self.offsets[u], self.offsets[v]);
+        // The source matrices as small dense blocks [u, v] (and a spin label 4 for exchange).
+        let spins = if term.coulomb.is_some() { 1 } else { 2 };
+        let mut m = Vec::with_capacity(eu * ev * spins);
+        for spin in 0..spins {
+            let (from, factor) = match term.coulomb {
+                Some(f) => (&self.total[..], f),
+                None => (self.d[spin], -1.0),
+            };
+            for j in 0..ev {
+                let col = &from[ou + n * (ov + j)..];
+                m.extend(col[..eu].iter().map(|d| factor * d));
+            }
         }
-    }
-
-    /// Exchange: each Fock matrix X gets `−DX(r,s)·I` at each of `targets`.
-    fn exchange(&mut self, targets: &[(usize, usize)], (r, s): (usize, usize), i: f64) {
-        let y = self.at(r, s);
+        let labels: [Label; 5] = [0, 1, 2, 3, 4];
+        let shape_of = |e: &[usize]| Shape::new(e).map_err(|e| e.to_string());
+        let mut r = vec![0.0; ex * ey * spins];
+        let (m_labels, r_labels) = if spins == 1 {
+            (vec![labels[u], labels[v]], vec![labels[x], labels[y]])
+        } else {
+            (
+                vec![labels[u], labels[v], labels[4]],
+                vec![labels[x], labels[y], labels[4]],
+            )
+        };
+        let (m_shape, r_shape) = if spins == 1 {
+            (shape_of(&[eu, ev])?, shape_of(&[ex, ey])?)
+        } else {
+            (shape_of(&[eu, ev, 2])?, shape_of(&[ex, ey, 2])?)
+        };
+        contract(
+            OperandMut::new(&mut r, r_shape, &r_labels),
+            Operand::new(block, shape_of(&shape)?, &labels[..4]),
+            Operand::new(&m, m_shape, &m_labels),
+            0.0,
+        )
+        .map_err(|e| format!("the Fock build's contraction: {e}"))?;
+        let (ox, oy) = (self.offsets[x], self.offsets[y]);
         for spin in 0..2 {
-            let v = self.d[spin][y] * i;
-            for &(p, q) in targets {
-                let x = self.at(p, q);
-                self.f[spin][x] -= v;
+            let part = &r[ex * ey * spin.min(spins - 1)..][..ex * ey];
+            let f = &mut *self.f[spin];
+            for j in 0..ey {
+                for i in 0..ex {
+                    let value = part[i + ex * j];
+                    f[(ox + i) + n * (oy + j)] += value;
+                    if term.mirrored {
+                        f[(oy + j) + n * (ox + i)] += value;
+                    }
+                }
             }
         }
-    }
-
-    /// Adds the contributions of element (a, b, c, d) = I of a block of class `class`.
-    fn add(&mut self, class: Class, [a, b, c, d]: [usize; 4], i: f64) {
-        match class {
-            Class::EightFold => {
-                self.coulomb(&[(a, b), (b, a)], (c, d), 2.0, i);
-                self.coulomb(&[(c, d), (d, c)], (a, b), 2.0, i);
-                self.exchange(&[(a, c), (c, a)], (b, d), i);
-                self.exchange(&[(a, d), (d, a)], (b, c), i);
-                self.exchange(&[(b, c), (c, b)], (a, d), i);
-                self.exchange(&[(b, d), (d, b)], (a, c), i);
-            }
-            Class::SameBra => {
-                self.coulomb(&[(a, b)], (c, d), 2.0, i);
-                self.coulomb(&[(c, d), (d, c)], (a, b), 1.0, i);
-                self.exchange(&[(a, c), (c, a)], (b, d), i);
-                self.exchange(&[(a, d), (d, a)], (b, c), i);
-            }
-            Class::PairPair => {
-                self.coulomb(&[(a, b), (b, a)], (c, d), 2.0, i);
-                self.exchange(&[(a, c)], (b, d), i);
-                self.exchange(&[(a, d)], (b, c), i);
-                self.exchange(&[(b, c)], (a, d), i);
-                self.exchange(&[(b, d)], (a, c), i);
-            }
-            Class::BraKet => {
-                self.coulomb(&[(a, b)], (c, d), 1.0, i);
-                self.coulomb(&[(c, d)], (a, b), 1.0, i);
-                self.exchange(&[(a, c), (c, a)], (b, d), i);
-            }
-            Class::OneFold => {
-                self.coulomb(&[(a, b)], (c, d), 1.0, i);
-                self.exchange(&[(a, c)], (b, d), i);
-            }
-        }
+        Ok(())
     }
 }
 
@@ -139,30 +222,22 @@ fn fock_build(ctx: &mut dyn Context, args: &mut [Arg], class: Class) -> Result<(
             full_matrix(m, k, n)?;
         }
         let total = da.data.iter().zip(&db.data).map(|(x, y)| x + y).collect();
+        let shape: [usize; 4] = [0, 1, 2, 3].map(|d| aoint.shape[d]);
         let mut m = Matrices {
             n,
             total,
             d: [&da.data, &db.data],
             f: [&mut fa.data, &mut fb.data],
+            offsets: [0, 1, 2, 3].map(|d| s[d].offset),
         };
-        let offsets: Vec<usize> = s.iter().map(|s| s.offset).collect();
-        let shape = aoint.shape.clone();
-        aoint.data.fill(0.0);
-        let keep = class == Class::OneFold;
-        for_each_quartet(basis, &s, |q, batch, local| {
-            for_each_element(q, batch, local, |a, b, c, d, v| {
-                let ao = [
-                    a + offsets[0],
-                    b + offsets[1],
-                    c + offsets[2],
-                    d + offsets[3],
-                ];
-                m.add(class, ao, v);
-                if keep {
-                    aoint.data[a + shape[0] * (b + shape[1] * (c + shape[2] * d))] = v;
-                }
-            });
-        });
+        // The whole block of integrals first, then each term as one contraction over it.
+        fill_integrals(basis, &s, &shape, &mut aoint.data);
+        for &term in class.terms() {
+            m.add(term, &aoint.data, shape)?;
+        }
+        if class != Class::OneFold {
+            aoint.data.fill(0.0);
+        }
         Ok(())
     })
 }

@@ -23,21 +23,51 @@ fn fill_pair_block(
     let s = spans(ctx, basis, arg, k, 2)?;
     let rows = arg.shape[0];
     arg.data.fill(0.0);
-    for m in &basis.shells[s[0].shells.clone()] {
-        for n in &basis.shells[s[1].shells.clone()] {
-            let i0 = m.first - s[0].offset;
-            let j0 = n.first - s[1].offset;
+    let shells = [s[0].shells.clone(), s[1].shells.clone()];
+    let origin = [s[0].offset, s[1].offset];
+    add_pairs(basis, shells, origin, (&mut arg.data, rows), ops, output);
+    Ok(())
+}
+
+/// Adds the integrals of `ops` over the shell pairs of `shells` into the column-major matrix
+/// `(data, rows)`, whose element (0, 0) is AO pair `origin`.
+fn add_pairs(
+    basis: &BasisSet,
+    shells: [std::ops::Range<usize>; 2],
+    origin: [usize; 2],
+    (data, rows): (&mut [f64], usize),
+    ops: &[OneElectron<'_>],
+    output: usize,
+) {
+    let [s0, s1] = shells;
+    for m in &basis.shells[s0] {
+        for n in &basis.shells[s1.clone()] {
+            let i0 = m.first - origin[0];
+            let j0 = n.first - origin[1];
             for op in ops {
                 let batch = &pair(basis, *op, m, n)[output];
                 for j in 0..n.len() {
                     for i in 0..m.len() {
-                        arg.data[i0 + i + rows * (j0 + j)] += batch[i + m.len() * j];
+                        data[i0 + i + rows * (j0 + j)] += batch[i + m.len() * j];
                     }
                 }
             }
         }
     }
-    Ok(())
+}
+
+/// The core Hamiltonian over all AOs (nao × nao), computed once per basis set: the SCF asks
+/// for its blocks in every iteration. Each element is summed as [`fill_pair_block`] sums it.
+fn core_hamiltonian(basis: &BasisSet) -> &[f64] {
+    basis.core_hamiltonian.get_or_init(|| {
+        let n = basis.nao;
+        let mut h = vec![0.0; n * n];
+        let charges = basis.nuclei.point_charges();
+        let ops = [OneElectron::Kinetic, OneElectron::Nuclear(&charges)];
+        let all = 0..basis.shells.len();
+        add_pairs(basis, [all.clone(), all], [0, 0], (&mut h, n), &ops, 0);
+        h
+    })
 }
 
 /// The single block argument of a `w` one-electron special.
@@ -51,9 +81,14 @@ fn only_block<'a>(args: &'a mut [Arg], what: &str) -> Result<&'a mut Arg, String
 pub fn return_h1(ctx: &mut dyn Context, args: &mut [Arg]) -> Result<(), String> {
     let h = only_block(args, "an AO block")?;
     with_basis(ctx, |ctx, basis| {
-        let charges = basis.nuclei.point_charges();
-        let ops = [OneElectron::Kinetic, OneElectron::Nuclear(&charges)];
-        fill_pair_block(ctx, basis, h, 0, &ops, 0)
+        let s = spans(ctx, basis, h, 0, 2)?;
+        let (rows, n) = (h.shape[0], basis.nao);
+        let whole = core_hamiltonian(basis);
+        for (j, col) in h.data.chunks_mut(rows.max(1)).enumerate() {
+            let from = s[0].offset + n * (s[1].offset + j);
+            col.copy_from_slice(&whole[from..from + rows]);
+        }
+        Ok(())
     })
 }
 

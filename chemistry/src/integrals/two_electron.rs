@@ -10,31 +10,6 @@ use super::engine::{Quartets, quartet};
 use super::with_basis;
 use crate::args;
 
-/// Calls `f` with every shell quartet (m, n, r, s) of the four spans (m outermost, as ACES4
-/// loops), the quartet's batch (see [`quartet`]) and the AO offset of each shell within its
-/// span. Each distinct quartet is computed once per call ([`Quartets`]).
-pub(crate) fn for_each_quartet(
-    basis: &BasisSet,
-    spans: &[Span],
-    mut f: impl FnMut([&Shell; 4], &[f64], [usize; 4]),
-) {
-    let ranges = [0, 1, 2, 3].map(|d| spans[d].shells.clone());
-    let mut source = Quartets::new(basis);
-    let mut batch = Vec::new();
-    for m in ranges[0].clone() {
-        for n in ranges[1].clone() {
-            for r in ranges[2].clone() {
-                for s in ranges[3].clone() {
-                    source.batch([m, n, r, s], &mut batch);
-                    let q = [m, n, r, s].map(|i| &basis.shells[i]);
-                    let local = [0, 1, 2, 3].map(|d| q[d].first - spans[d].offset);
-                    f(q, &batch, local);
-                }
-            }
-        }
-    }
-}
-
 /// Calls `f(a, b, c, d, value)` for every element of a quartet batch, with a, b, c, d the
 /// elements' positions counted from `start` in each dimension.
 pub(crate) fn for_each_element(
@@ -64,14 +39,31 @@ pub(crate) fn for_each_element(
 }
 
 /// Writes the integrals of all quartets of `spans` into the column-major block `data` of
-/// extents `shape` (the spans' extents).
+/// extents `shape` (the spans' extents), shell quartet by shell quartet (m outermost, as ACES4
+/// loops); each distinct quartet is computed once per call ([`Quartets`]).
 pub(crate) fn fill_integrals(basis: &BasisSet, spans: &[Span], shape: &[usize], data: &mut [f64]) {
-    let (e0, e1, e2) = (shape[0], shape[1], shape[2]);
-    for_each_quartet(basis, spans, |q, batch, local| {
-        for_each_element(q, batch, local, |a, b, c, d, v| {
-            data[a + e0 * (b + e1 * (c + e2 * d))] = v;
-        });
-    });
+    let strides = [
+        shape[0],
+        shape[0] * shape[1],
+        shape[0] * shape[1] * shape[2],
+    ];
+    let ranges = [0, 1, 2, 3].map(|d| spans[d].shells.clone());
+    let mut source = Quartets::new(basis);
+    for m in ranges[0].clone() {
+        for n in ranges[1].clone() {
+            for r in ranges[2].clone() {
+                for s in ranges[3].clone() {
+                    let q = [m, n, r, s];
+                    let local = [0, 1, 2, 3].map(|d| basis.shells[q[d]].first - spans[d].offset);
+                    let at = local[0]
+                        + strides[0] * local[1]
+                        + strides[1] * local[2]
+                        + strides[2] * local[3];
+                    source.write(q, data, at, strides);
+                }
+            }
+        }
+    }
 }
 
 /// `compute_integral_batch aoint[a,b,c,d]` (w): element (a, b, c, d) of the block becomes the

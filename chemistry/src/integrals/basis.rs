@@ -164,13 +164,16 @@ impl BasisSet {
             engine.extend(subs);
         }
         let nao = shells.last().map_or(0, Shell::end);
+        // What the integrals depend on: a cache left by an earlier program of the job serves
+        // this basis set only if all of it is the same.
+        let identity = format!("{spherical:?} {shells:?} {nuclei:?} {engine:?}");
         Ok(BasisSet {
             shells,
             nuclei,
             nao,
             spherical,
             engine: integral::Basis::new(engine),
-            cache: Default::default(),
+            cache: std::cell::RefCell::new(super::engine::QuartetCache::for_basis(identity)),
             core_hamiltonian: Default::default(),
         })
     }

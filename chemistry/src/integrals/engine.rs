@@ -7,7 +7,7 @@
 //! ACES4's functions with the shells' matrices and scattered into place.
 
 use rustc_hash::FxHashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use integral::engine::os::{self, Prim};
 
@@ -122,22 +122,69 @@ pub(crate) fn quartet(basis: &BasisSet, q: [&Shell; 4], out: &mut Vec<f64>) {
 /// (64 MiB by default; the environment variable `SIAL_INTEGRAL_CACHE_MB` sets it, 0 turns it
 /// off) the batches first met are kept and served again, and every other one is computed when
 /// needed. The budget bounds the memory: beyond it the integrals stay direct, never all n⁴.
+///
+/// The programs of a job share its basis (SCF, transformation, CCSD all compute the same
+/// integrals), so when a program ends the cache of a job's basis set is left in the process
+/// ([`LEFT`]) for the next program's worker that builds the same basis set.
 #[derive(Debug)]
 pub(crate) struct QuartetCache {
     /// Shared with the calls that use them, so serving one is not a copy.
     batches: FxHashMap<[usize; 4], Arc<[f64]>>,
     bytes: usize,
     budget: usize,
+    /// The basis set the batches belong to (its shells, nuclei and form, as text), if the
+    /// cache is to be left for the next program; a copy or a subset of a basis has none.
+    basis: Option<Arc<str>>,
+}
+
+/// Caches whose programs have ended, for the next program's workers (see [`Left`]).
+static LEFT: Mutex<Left> = Mutex::new(Left { caches: Vec::new() });
+
+/// At most this many caches are left in the process (one per worker thread of a job).
+const MOST_LEFT: usize = 256;
+
+/// Caches left by ended programs: at most one per worker that computed integrals, and only for
+/// the latest basis (a process that runs another job drops the previous one's).
+#[derive(Debug)]
+struct Left {
+    caches: Vec<QuartetCache>,
+}
+
+impl Left {
+    /// The batches of a cache left for `basis` whose size fits `budget`, if any.
+    fn take(&mut self, basis: &str, budget: usize) -> Option<QuartetCache> {
+        let i = self
+            .caches
+            .iter()
+            .position(|c| c.basis.as_deref() == Some(basis) && c.bytes <= budget)?;
+        Some(self.caches.swap_remove(i))
+    }
+
+    /// Keeps the batches of `cache` (of basis `basis`) for a later program.
+    fn give(&mut self, basis: Arc<str>, cache: &mut QuartetCache) {
+        // Dropped here without going back to the pool (whose lock the caller holds).
+        self.caches.retain_mut(|c| {
+            let same = c.basis.as_deref() == Some(&*basis);
+            if !same {
+                c.basis = None;
+            }
+            same
+        });
+        if self.caches.len() < MOST_LEFT {
+            self.caches.push(QuartetCache {
+                batches: std::mem::take(&mut cache.batches),
+                bytes: std::mem::take(&mut cache.bytes),
+                budget: cache.budget,
+                basis: Some(basis),
+            });
+        }
+    }
 }
 
 /// A copy of a basis set starts with an empty cache (with the same budget).
 impl Clone for QuartetCache {
     fn clone(&self) -> QuartetCache {
-        QuartetCache {
-            batches: FxHashMap::default(),
-            bytes: 0,
-            budget: self.budget,
-        }
+        QuartetCache::with_budget(self.budget)
     }
 }
 
@@ -147,10 +194,52 @@ impl Default for QuartetCache {
             .ok()
             .and_then(|v| v.trim().parse::<usize>().ok())
             .unwrap_or(64);
+        QuartetCache::with_budget(mb.saturating_mul(1 << 20))
+    }
+}
+
+impl QuartetCache {
+    pub(crate) fn with_budget(budget: usize) -> QuartetCache {
         QuartetCache {
             batches: FxHashMap::default(),
             bytes: 0,
-            budget: mb.saturating_mul(1 << 20),
+            budget,
+            basis: None,
+        }
+    }
+
+    /// The cache for the basis set described by `basis`: the one an ended program left for
+    /// the same basis set, if it fits the budget, else an empty one.
+    pub(crate) fn for_basis(basis: String) -> QuartetCache {
+        let cache = QuartetCache::default();
+        let left = LEFT
+            .lock()
+            .ok()
+            .and_then(|mut l| l.take(&basis, cache.budget));
+        cache.adopt(basis.into(), left)
+    }
+
+    /// This (empty) cache for `basis`, holding the batches of `left` if given.
+    fn adopt(mut self, basis: Arc<str>, left: Option<QuartetCache>) -> QuartetCache {
+        if let Some(mut left) = left {
+            left.basis = None;
+            self.batches = std::mem::take(&mut left.batches);
+            self.bytes = left.bytes;
+        }
+        self.basis = Some(basis);
+        self
+    }
+}
+
+impl Drop for QuartetCache {
+    fn drop(&mut self) {
+        let Some(basis) = self.basis.take() else {
+            return;
+        };
+        if !self.batches.is_empty()
+            && let Ok(mut left) = LEFT.lock()
+        {
+            left.give(basis, self);
         }
     }
 }
@@ -362,9 +451,45 @@ mod tests {
     }
 
     #[test]
+    fn ended_programs_leave_their_cache_for_the_same_basis_only() {
+        let mut left = Left { caches: Vec::new() };
+        let filled = |basis: &str| {
+            let mut c = QuartetCache::with_budget(1 << 20).adopt(basis.into(), None);
+            c.batches.insert([1, 0, 1, 0], vec![1.0; 4].into());
+            c.bytes = 32;
+            c
+        };
+        let mut a = filled("A");
+        left.give("A".into(), &mut a);
+        assert!(a.batches.is_empty() && left.caches.len() == 1);
+        assert!(left.take("B", 1 << 20).is_none(), "another basis");
+        assert!(left.take("A", 16).is_none(), "over the budget");
+        let got = QuartetCache::with_budget(1 << 20).adopt("A".into(), left.take("A", 1 << 20));
+        assert_eq!((got.batches.len(), got.bytes), (1, 32));
+        assert!(left.caches.is_empty());
+        // A later basis drops the caches left for an earlier one.
+        left.give("A".into(), &mut filled("A"));
+        left.give("A".into(), &mut filled("A"));
+        left.give("B".into(), &mut filled("B"));
+        assert_eq!(left.caches.len(), 1);
+        assert!(left.take("A", 1 << 20).is_none());
+        // Those test caches must not reach the process's pool when dropped.
+        for c in &mut left.caches {
+            c.basis = None;
+        }
+        let mut got = got;
+        got.basis = None;
+    }
+
+    #[test]
     fn permuted_quartets_equal_computed_ones() {
         let case = Case::load("synthetic_spherical");
         let basis = BasisSet::from_setup(&case.context()).expect("basis");
+        // A cache of its own, whatever other tests left in the process.
+        let basis = BasisSet {
+            cache: std::cell::RefCell::new(QuartetCache::default()),
+            ..basis
+        };
         assert_eq!(canonical([1, 3, 2, 0]), ([3, 1, 2, 0], [1, 0, 2, 3]));
         assert_eq!(canonical([0, 2, 3, 1]), ([3, 1, 2, 0], [3, 2, 0, 1]));
         assert_eq!(canonical([3, 1, 2, 0]), ([3, 1, 2, 0], [0, 1, 2, 3]));
@@ -390,13 +515,8 @@ mod tests {
         dense(&mut later, &basis, [2, 4, 2, 1], &mut got);
         quartet(&basis, [2, 4, 2, 1].map(|s| &basis.shells[s]), &mut want);
         assert!(max_diff(&got, &want) < 1e-13);
-        let mut none = QuartetCache {
-            budget: 0,
-            ..QuartetCache::default()
-        };
-        none.batches.clear();
         let basis = BasisSet {
-            cache: std::cell::RefCell::new(none),
+            cache: std::cell::RefCell::new(QuartetCache::with_budget(0)),
             ..basis
         };
         dense(&mut Quartets::new(&basis), &basis, [2, 4, 2, 1], &mut got);

@@ -15,7 +15,7 @@
 //! | `return_1el_ecpints h[μ,ν]` | w | ECP integrals: zero when no atom has an ECP, otherwise not supported |
 //! | `a4_scf_atom Da Db kin nai S atom` | wwrrrr | ACES4's atomic UHF guess density of one atom |
 //!
-//! # Conventions (ACES4's, see /work/notes/integrals_basis_1e.md)
+//! # Conventions (ACES4's)
 //!
 //! * Shells are the setup's per-shell arrays in order; shell `s` holds `ncfps(s)` contracted
 //!   functions of angular momentum `ivangmom(s)` over `npfps(s)` shared primitives (a general

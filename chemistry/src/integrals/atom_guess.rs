@@ -1,4 +1,4 @@
-//! `a4_scf_atom` (wwrrrr): ACES4's atomic UHF guess (/work/notes/scf_linalg.md §13).
+//! `a4_scf_atom` (wwrrrr): ACES4's atomic UHF guess.
 //!
 //! `execute a4_scf_atom Da Db oed_kin oed_nai oed_ovl atom`: a small UHF calculation on one atom
 //! (its own basis functions and nucleus only), whose α and β densities land in the atom's

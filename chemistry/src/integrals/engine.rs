@@ -123,6 +123,10 @@ pub(crate) fn quartet(basis: &BasisSet, q: [&Shell; 4], out: &mut Vec<f64>) {
 /// off) the batches first met are kept and served again, and every other one is computed when
 /// needed. The budget bounds the memory: beyond it the integrals stay direct, never all n⁴.
 ///
+/// Whole blocks are kept too, by the AOs they span: an SCF asks for the same blocks in every
+/// iteration, and copying one (or, for the Fock build, reading it in place) costs a fraction
+/// of assembling it from its quartets. Blocks and batches share the budget.
+///
 /// The programs of a job share its basis (SCF, transformation, CCSD all compute the same
 /// integrals), so when a program ends the cache of a job's basis set is left in the process
 /// ([`LEFT`]) for the next program's worker that builds the same basis set.
@@ -130,12 +134,17 @@ pub(crate) fn quartet(basis: &BasisSet, q: [&Shell; 4], out: &mut Vec<f64>) {
 pub(crate) struct QuartetCache {
     /// Shared with the calls that use them, so serving one is not a copy.
     batches: FxHashMap<[usize; 4], Arc<[f64]>>,
+    /// Whole blocks, by [`SpanQuartet`].
+    blocks: FxHashMap<SpanQuartet, Arc<[f64]>>,
     bytes: usize,
     budget: usize,
     /// The basis set the batches belong to (its shells, nuclei and form, as text), if the
     /// cache is to be left for the next program; a copy or a subset of a basis has none.
     basis: Option<Arc<str>>,
 }
+
+/// Where a block lies among the AOs: each dimension's first AO and extent.
+pub(crate) type SpanQuartet = [(usize, usize); 4];
 
 /// Caches whose programs have ended, for the next program's workers (see [`Left`]).
 static LEFT: Mutex<Left> = Mutex::new(Left { caches: Vec::new() });
@@ -173,6 +182,7 @@ impl Left {
         if self.caches.len() < MOST_LEFT {
             self.caches.push(QuartetCache {
                 batches: std::mem::take(&mut cache.batches),
+                blocks: std::mem::take(&mut cache.blocks),
                 bytes: std::mem::take(&mut cache.bytes),
                 budget: cache.budget,
                 basis: Some(basis),
@@ -202,6 +212,7 @@ impl QuartetCache {
     pub(crate) fn with_budget(budget: usize) -> QuartetCache {
         QuartetCache {
             batches: FxHashMap::default(),
+            blocks: FxHashMap::default(),
             bytes: 0,
             budget,
             basis: None,
@@ -219,11 +230,26 @@ impl QuartetCache {
         cache.adopt(basis.into(), left)
     }
 
+    /// The block of integrals kept for `key`, if any.
+    pub(crate) fn block(&self, key: &SpanQuartet) -> Option<Arc<[f64]>> {
+        self.blocks.get(key).cloned()
+    }
+
+    /// Keeps a copy of the block of integrals `data` for `key`, if the budget has room.
+    pub(crate) fn keep_block(&mut self, key: SpanQuartet, data: &[f64]) {
+        let bytes = data.len() * 8;
+        if self.bytes + bytes <= self.budget && !self.blocks.contains_key(&key) {
+            self.bytes += bytes;
+            self.blocks.insert(key, data.into());
+        }
+    }
+
     /// This (empty) cache for `basis`, holding the batches of `left` if given.
     fn adopt(mut self, basis: Arc<str>, left: Option<QuartetCache>) -> QuartetCache {
         if let Some(mut left) = left {
             left.basis = None;
             self.batches = std::mem::take(&mut left.batches);
+            self.blocks = std::mem::take(&mut left.blocks);
             self.bytes = left.bytes;
         }
         self.basis = Some(basis);
@@ -236,7 +262,7 @@ impl Drop for QuartetCache {
         let Some(basis) = self.basis.take() else {
             return;
         };
-        if !self.batches.is_empty()
+        if !(self.batches.is_empty() && self.blocks.is_empty())
             && let Ok(mut left) = LEFT.lock()
         {
             left.give(basis, self);

@@ -254,9 +254,9 @@ mod tests {
         }
     }
 
-    /// Values of ACES4's own OED code for second_ccsdpt_test and ccsdpt_test, quoted in
-    /// /work/notes/integrals_basis_1e.md §6 and §3.3 (OED screens primitive pairs below 1e-14;
-    /// we do not, which explains differences of up to ~1e-13).
+    /// Values of ACES4's own OED code for second_ccsdpt_test and ccsdpt_test, printed by
+    /// ACES4 (OED screens primitive pairs below 1e-14; we do not, which explains differences
+    /// of up to ~1e-13).
     #[test]
     fn matches_aces4_values() {
         let case = Case::load("hf_321g");

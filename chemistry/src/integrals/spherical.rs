@@ -155,8 +155,8 @@ pub(crate) fn shell_transform(l: usize, spherical: bool) -> Option<Vec<f64>> {
 mod tests {
     use super::*;
 
-    /// The tables of /work/notes/integrals_basis_1e.md §2.4 (checked there against OED's
-    /// spherical integrals): (m, [(coefficient, component)]).
+    /// ACES4's spherical transformation tables, written out independently (and checked
+    /// against OED's spherical integrals): (m, [(coefficient, component)]).
     fn notes_table(l: usize) -> Vec<Vec<(f64, [usize; 3])>> {
         let r = f64::sqrt;
         match l {

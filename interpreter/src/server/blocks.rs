@@ -112,20 +112,17 @@ pub enum Addend<'a> {
 
 /// `(hi, lo) += x` in double-double arithmetic: `hi` stays the correctly rounded sum of
 /// everything added, whatever the order of the additions (up to a rounding tie).
+/// Branch-free (an overflow is selected afterwards), so that loops over blocks vectorise.
 #[inline]
 fn compensated_add(hi: &mut f64, lo: &mut f64, x: f64) {
     let s = *hi + x;
-    if !s.is_finite() {
-        *hi = s;
-        *lo = 0.0;
-        return;
-    }
     let b = s - *hi;
     let e = (*hi - (s - b)) + (x - b);
     let t = *lo + e;
     let h = s + t;
-    *lo = t - (h - s);
-    *hi = h;
+    let finite = s.is_finite();
+    *lo = if finite { t - (h - s) } else { 0.0 };
+    *hi = if finite { h } else { s };
 }
 
 impl BlockStore {

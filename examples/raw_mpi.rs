@@ -47,24 +47,24 @@ fn main() -> ExitCode {
         let values = bytes.div_ceil(8);
         world.barrier();
         let started = Instant::now();
-        put(first, &other, values, count);
-        let put = started.elapsed().as_secs_f64();
+        put(first, &other, values, count, false);
+        let put_s = started.elapsed().as_secs_f64();
         world.barrier();
         let started = Instant::now();
-        get(first, &other, values, count);
-        let get = started.elapsed().as_secs_f64();
+        get(first, &other, values, count, false);
+        let get_s = started.elapsed().as_secs_f64();
         world.barrier();
         let started = Instant::now();
-        let kept = put_kept(first, &other, values, count);
-        let put_kept = started.elapsed().as_secs_f64();
+        let kept = put(first, &other, values, count, true);
+        let put_kept_s = started.elapsed().as_secs_f64();
         drop(kept);
         world.barrier();
         let started = Instant::now();
-        let kept = get_kept(first, &other, values, count);
-        let get_kept = started.elapsed().as_secs_f64();
+        let kept = get(first, &other, values, count, true);
+        let get_kept_s = started.elapsed().as_secs_f64();
         drop(kept);
         if first {
-            println!("{bytes} {count} {put:.6} {get:.6} {put_kept:.6} {get_kept:.6}");
+            println!("{bytes} {count} {put_s:.6} {get_s:.6} {put_kept_s:.6} {get_kept_s:.6}");
         }
     }
     ExitCode::SUCCESS
@@ -79,8 +79,10 @@ fn size(arg: &str) -> Result<(usize, usize), String> {
 }
 
 /// Rank 0 sends `count` blocks of `values` doubles, rank 1 receives each into a fresh buffer
-/// and acknowledges the last.
-fn put(first: bool, other: &Process<'_>, values: usize, count: usize) {
+/// and acknowledges the last. With `keep`, rank 1 keeps every block it received (returned, to
+/// be dropped after the time is taken), as a server does.
+fn put(first: bool, other: &Process<'_>, values: usize, count: usize, keep: bool) -> Vec<Vec<f64>> {
+    let mut kept = Vec::new();
     if first {
         let block = vec![1.0f64; values];
         for _ in 0..count {
@@ -88,69 +90,48 @@ fn put(first: bool, other: &Process<'_>, values: usize, count: usize) {
         }
         let _ack = other.receive::<u8>();
     } else {
-        for _ in 0..count {
-            let mut block = vec![0.0f64; values];
-            other.receive_into(&mut block[..]);
-        }
+        receive_blocks(other, values, count, keep, &mut kept);
         other.send(&0u8);
-    }
-}
-
-/// As [`put`], but rank 1 keeps every block it received (returned, to be dropped after the
-/// time is taken).
-fn put_kept(first: bool, other: &Process<'_>, values: usize, count: usize) -> Vec<Vec<f64>> {
-    let mut kept = Vec::new();
-    if first {
-        put(first, other, values, count);
-        return kept;
-    }
-    for _ in 0..count {
-        let mut block = vec![0.0f64; values];
-        other.receive_into(&mut block[..]);
-        kept.push(block);
-    }
-    other.send(&0u8);
-    kept
-}
-
-/// As [`get`], but rank 0 keeps every block it received (returned, to be dropped after the
-/// time is taken).
-fn get_kept(first: bool, other: &Process<'_>, values: usize, count: usize) -> Vec<Vec<f64>> {
-    let mut kept = Vec::new();
-    if !first {
-        get(first, other, values, count);
-        return kept;
-    }
-    let request = [0u8; REQUEST_BYTES];
-    for _ in 0..count {
-        other.send(&request[..]);
-    }
-    for _ in 0..count {
-        let mut block = vec![0.0f64; values];
-        other.receive_into(&mut block[..]);
-        kept.push(block);
     }
     kept
 }
 
 /// Rank 0 sends `count` requests, then receives as many blocks into fresh buffers; rank 1
-/// answers each request with a block.
-fn get(first: bool, other: &Process<'_>, values: usize, count: usize) {
+/// answers each request with a block. With `keep`, rank 0 keeps every block it received
+/// (returned, to be dropped after the time is taken), as a worker does until its barrier.
+fn get(first: bool, other: &Process<'_>, values: usize, count: usize, keep: bool) -> Vec<Vec<f64>> {
+    let mut kept = Vec::new();
     if first {
         let request = [0u8; REQUEST_BYTES];
         for _ in 0..count {
             other.send(&request[..]);
         }
-        for _ in 0..count {
-            let mut block = vec![0.0f64; values];
-            other.receive_into(&mut block[..]);
-        }
+        receive_blocks(other, values, count, keep, &mut kept);
     } else {
         let block = vec![2.0f64; values];
         let mut request = [0u8; REQUEST_BYTES];
         for _ in 0..count {
             other.receive_into(&mut request[..]);
             other.send(&block[..]);
+        }
+    }
+    kept
+}
+
+/// Receives `count` blocks of `values` doubles from `other`, each into a fresh buffer, kept in
+/// `kept` if `keep` (otherwise freed at once, so the allocator hands the next one back warm).
+fn receive_blocks(
+    other: &Process<'_>,
+    values: usize,
+    count: usize,
+    keep: bool,
+    kept: &mut Vec<Vec<f64>>,
+) {
+    for _ in 0..count {
+        let mut block = vec![0.0f64; values];
+        other.receive_into(&mut block[..]);
+        if keep {
+            kept.push(block);
         }
     }
 }

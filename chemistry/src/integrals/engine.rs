@@ -237,11 +237,19 @@ impl QuartetCache {
 
     /// Keeps a copy of the block of integrals `data` for `key`, if the budget has room.
     pub(crate) fn keep_block(&mut self, key: SpanQuartet, data: &[f64]) {
-        let bytes = data.len() * 8;
-        if self.bytes + bytes <= self.budget && !self.blocks.contains_key(&key) {
-            self.bytes += bytes;
+        if !self.blocks.contains_key(&key) && self.reserve(data.len()) {
             self.blocks.insert(key, data.into());
         }
+    }
+
+    /// Counts `values` more values against the budget, if they fit.
+    fn reserve(&mut self, values: usize) -> bool {
+        let bytes = values * 8;
+        let fits = self.bytes + bytes <= self.budget;
+        if fits {
+            self.bytes += bytes;
+        }
+        fits
     }
 
     /// This (empty) cache for `basis`, holding the batches of `left` if given.
@@ -301,12 +309,10 @@ impl<'a> Quartets<'a> {
             let mut batch = Vec::new();
             quartet(basis, canonical.map(|s| &basis.shells[s]), &mut batch);
             let batch: Arc<[f64]> = batch.into();
-            if let Ok(mut cache) = basis.cache.try_borrow_mut() {
-                let bytes = batch.len() * 8;
-                if cache.bytes + bytes <= cache.budget {
-                    cache.bytes += bytes;
-                    cache.batches.insert(canonical, Arc::clone(&batch));
-                }
+            if let Ok(mut cache) = basis.cache.try_borrow_mut()
+                && cache.reserve(batch.len())
+            {
+                cache.batches.insert(canonical, Arc::clone(&batch));
             }
             batch
         })

@@ -290,7 +290,7 @@ fn lead_run(o: &[usize]) -> usize {
 
 /// Whether offsets run with unit stride.
 fn unit_run(o: &[usize]) -> bool {
-    o.windows(2).all(|w| w[1] == w[0] + 1)
+    lead_run(o) >= o.len()
 }
 
 /// Packs rows `r0..r0+mr` (zero-padded to `R`) and columns `p0..p0+kc` of `x` into `out` as

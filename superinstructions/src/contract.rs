@@ -16,9 +16,10 @@
 //! permute).
 //!
 //! Where that single GEMM needs copies, the CPU may instead loop GEMMs over some free labels
-//! on strided views of the blocks as stored (`crate::batched`), or run a GEMM of its own that
-//! packs its panels straight from the blocks as stored (`crate::packed`), whichever a cost
-//! model says is cheapest.
+//! on strided views of the blocks as stored (`crate::batched`), when its cost model says the
+//! copies saved outweigh the smaller GEMMs, or run a GEMM of its own that packs its panels
+//! straight from the blocks as stored (`crate::packed`), where that was measured to win
+//! (`packed::worth_it`, `Packed::streams`).
 
 use crate::batched::{self, Batched, Blocks, Dim, copy_cost, gemm_cost, sized};
 use crate::elementwise::{fill, scale};

@@ -180,30 +180,7 @@ impl Matrices<'_> {
                 results,
             });
         }
-        let e0 = shape[A];
-        for (column, i) in block.chunks_exact(e0.max(1)).zip(0..) {
-            // The column's (b, c, d); a runs down the column.
-            let at = [
-                0,
-                i % shape[B],
-                i / shape[B] % shape[C],
-                i / (shape[B] * shape[C]),
-            ];
-            for p in &mut partials {
-                let ([u, v], [x, y]) = (p.term.source, p.term.target);
-                for (m, r) in p.sources.iter().zip(&mut p.results) {
-                    if x == A {
-                        let coef = m[at[u] + shape[u] * at[v]];
-                        let out = &mut r[e0 * at[y]..][..e0];
-                        out.iter_mut().zip(column).for_each(|(o, i)| *o += coef * i);
-                    } else {
-                        let m = &m[e0 * at[v]..][..e0];
-                        let dot: f64 = column.iter().zip(m).map(|(i, m)| i * m).sum();
-                        r[at[x] + shape[x] * at[y]] += dot;
-                    }
-                }
-            }
-        }
+        columns(&mut partials, block, shape);
         for p in &partials {
             self.scatter(p, shape);
         }
@@ -229,6 +206,98 @@ impl Matrices<'_> {
             }
         }
     }
+}
+
+/// The pass over the block for all of a class's terms, one slab `I[:, :, c, d]` (an
+/// `e0 × e1` matrix, column `b` contiguous) at a time. Per slab and term:
+/// - `a` and `b` in the target (`R[:, b] += M[c,d]·I[:, b, c, d]`): an axpy per column;
+/// - `a` in the target with `c` or `d` (`R[:, y] += Σ_b M[b, w]·I[:, b, c, d]`): a
+///   matrix–vector product, its column summed in registers over `b`;
+/// - `a` in the source: a dot product per column.
+///
+/// Compiled for each vector width the CPU may have; the arithmetic is the same in every version
+/// (no fused multiply-add, each sum's order fixed), so the results are the same bits everywhere.
+#[multiversion::multiversion(targets("x86_64+avx512f", "x86_64+avx2"))]
+fn columns(partials: &mut [Partial], block: &[f64], shape: [usize; 4]) {
+    let (e0, e1) = (shape[A], shape[B]);
+    if shape.contains(&0) {
+        return;
+    }
+    let slab_len = e0 * e1;
+    let mut coefs = vec![0.0; e1];
+    for (slab, i) in block.chunks_exact(slab_len).zip(0..) {
+        // The slab's (c, d); a runs down each column and b across them.
+        let cd = [0, 0, i % shape[C], i / shape[C]];
+        // A label's value in column b of the slab.
+        let at = |label: usize, b: usize| if label == B { b } else { cd[label] };
+        for p in partials.iter_mut() {
+            let ([u, v], [x, y]) = (p.term.source, p.term.target);
+            for (m, r) in p.sources.iter().zip(&mut p.results) {
+                if x == A {
+                    for (b, c) in coefs.iter_mut().enumerate() {
+                        *c = m[at(u, b) + shape[u] * at(v, b)];
+                    }
+                    if y == B {
+                        for ((column, out), &c) in slab
+                            .chunks_exact(e0)
+                            .zip(r.chunks_exact_mut(e0))
+                            .zip(&coefs)
+                        {
+                            out.iter_mut().zip(column).for_each(|(o, i)| *o += c * i);
+                        }
+                    } else {
+                        gemv(&mut r[e0 * cd[y]..][..e0], slab, &coefs);
+                    }
+                } else {
+                    for (column, b) in slab.chunks_exact(e0).zip(0..) {
+                        let m = &m[e0 * at(v, b)..][..e0];
+                        r[at(x, b) + shape[x] * at(y, b)] += dot(column, m);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `out += Σ_b coefs[b]·matrix[:, b]` (`matrix` column-major, `out.len()` rows), each element
+/// summed over `b` in order, eight rows at a time in registers.
+#[inline(always)]
+fn gemv(out: &mut [f64], matrix: &[f64], coefs: &[f64]) {
+    let rows = out.len();
+    let (out8, out_tail) = out.as_chunks_mut::<8>();
+    for (o, chunk) in out8.iter_mut().zip(0..) {
+        let mut acc = *o;
+        for (&c, column) in coefs.iter().zip(matrix.chunks_exact(rows)) {
+            let x = &column.as_chunks::<8>().0[chunk];
+            for k in 0..8 {
+                acc[k] += c * x[k];
+            }
+        }
+        *o = acc;
+    }
+    let r0 = rows - out_tail.len();
+    for (o, r) in out_tail.iter_mut().zip(r0..) {
+        for (&c, column) in coefs.iter().zip(matrix.chunks_exact(rows)) {
+            *o += c * column[r];
+        }
+    }
+}
+
+/// `Σ a·b` in eight interleaved partial sums added in a fixed order: vectorisable at any
+/// width, with the same result at every width.
+#[inline(always)]
+fn dot(a: &[f64], b: &[f64]) -> f64 {
+    let mut lanes = [0.0f64; 8];
+    let (a8, a_tail) = a.as_chunks::<8>();
+    let (b8, b_tail) = b.as_chunks::<8>();
+    for (x, y) in a8.iter().zip(b8) {
+        for k in 0..8 {
+            lanes[k] += x[k] * y[k];
+        }
+    }
+    let tail: f64 = a_tail.iter().zip(b_tail).map(|(x, y)| x * y).sum();
+    let [l0, l1, l2, l3, l4, l5, l6, l7] = lanes;
+    (((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7))) + tail
 }
 
 /// Checks that argument `k` is a whole n × n matrix.
@@ -270,10 +339,11 @@ fn fock_build(ctx: &mut dyn Context, args: &mut [Arg], class: Class) -> Result<(
         let kept = block_integrals(basis, &s, &shape, &mut aoint.data);
         let integrals = kept.as_deref().unwrap_or(&aoint.data);
         m.add(class.terms(), integrals, shape)?;
+        // A `w` argument arrives zero-filled, so a block read from the cache is still zero.
         match (class, kept) {
             (Class::OneFold, Some(kept)) => aoint.data.copy_from_slice(&kept),
-            (Class::OneFold, None) => {}
-            _ => aoint.data.fill(0.0),
+            (Class::OneFold, None) | (_, Some(_)) => {}
+            (_, None) => aoint.data.fill(0.0),
         }
         Ok(())
     })

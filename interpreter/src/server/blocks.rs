@@ -113,7 +113,7 @@ pub enum Addend<'a> {
 /// `(hi, lo) += x` in double-double arithmetic: `hi` stays the correctly rounded sum of
 /// everything added, whatever the order of the additions (up to a rounding tie).
 /// Branch-free (an overflow is selected afterwards), so that loops over blocks vectorise.
-#[inline]
+#[inline(always)]
 fn compensated_add(hi: &mut f64, lo: &mut f64, x: f64) {
     let s = *hi + x;
     let b = s - *hi;
@@ -123,6 +123,23 @@ fn compensated_add(hi: &mut f64, lo: &mut f64, x: f64) {
     let finite = s.is_finite();
     *lo = if finite { t - (h - s) } else { 0.0 };
     *hi = if finite { h } else { s };
+}
+
+/// `(hi, lo) += x` element by element. Compiled for each vector width the CPU may have, with
+/// the same arithmetic (no fused multiply-add) and so the same bits in every version.
+#[multiversion::multiversion(targets("x86_64+avx512f", "x86_64+avx2"))]
+fn compensated_add_block(hi: &mut [f64], lo: &mut [f64], x: &[f64]) {
+    for ((h, l), &x) in hi.iter_mut().zip(lo.iter_mut()).zip(x) {
+        compensated_add(h, l, x);
+    }
+}
+
+/// `(hi, lo) += v` for every element, as [`compensated_add_block`].
+#[multiversion::multiversion(targets("x86_64+avx512f", "x86_64+avx2"))]
+fn compensated_add_scalar(hi: &mut [f64], lo: &mut [f64], v: f64) {
+    for (h, l) in hi.iter_mut().zip(lo.iter_mut()) {
+        compensated_add(h, l, v);
+    }
 }
 
 impl BlockStore {
@@ -550,14 +567,10 @@ impl BlockStore {
                     if x.len() != hi.len() {
                         return Err(RuntimeError::new("internal: accumulate of another size"));
                     }
-                    for ((h, l), &x) in hi.iter_mut().zip(lo.iter_mut()).zip(x) {
-                        compensated_add(h, l, x);
-                    }
+                    compensated_add_block(hi, lo, x);
                 }
                 (Some(lo), Addend::Scalar(v)) => {
-                    for (h, l) in hi.iter_mut().zip(lo.iter_mut()) {
-                        compensated_add(h, l, v);
-                    }
+                    compensated_add_scalar(hi, lo, v);
                 }
                 (None, Addend::Block(x)) => sial_superinstructions::axpy(hi, 1.0, x)?,
                 (None, Addend::Scalar(v)) => sial_superinstructions::add_scalar(hi, v),

@@ -30,8 +30,11 @@ pub trait WorkerLink {
     /// A reply that has already arrived, if any; does not wait.
     fn try_recv(&mut self) -> Result<Option<ToWorker>>;
     /// Every worker contributes `data`; each receives all contributions in worker-rank order.
-    /// Also the barrier among workers (with empty contributions).
     fn all_gather(&mut self, data: Vec<f64>) -> Result<Vec<Vec<f64>>>;
+    /// Waits until every worker has called it (sending what is held first, as a wait does).
+    fn barrier(&mut self) -> Result<()> {
+        self.all_gather(Vec::new()).map(|_| ())
+    }
     /// Worker `root`'s `data` on every worker.
     fn broadcast(&mut self, root: usize, data: Vec<f64>) -> Result<Vec<f64>>;
     /// True when another rank has failed and this one should stop.

@@ -224,7 +224,7 @@ impl<'a> Worker<'a> {
             self.server_stats = net.end_program()?;
         }
         // No worker starts the next program before every server has finished this one.
-        net.link.all_gather(Vec::new())?;
+        net.link.barrier()?;
         Ok(())
     }
 

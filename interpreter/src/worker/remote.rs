@@ -119,6 +119,9 @@ pub(crate) struct Net<'a> {
     pub section: u32,
     /// Servers that answered this barrier's `Sync`.
     synced: usize,
+    /// Per server: whether this worker sent it anything since its last barrier (only those
+    /// servers can hold a request of this worker not yet applied, or a reply not yet here).
+    unsynced: Vec<bool>,
     /// Replies to `--dump`'s requests: keys (array, server, keys) and blocks (array, server).
     snapshot_keys: Vec<(u32, usize, Vec<BlockKey>)>,
     snapshots: Vec<(u32, usize, Blocks)>,
@@ -154,6 +157,7 @@ impl<'a> Net<'a> {
             sites: Sites::new(program, prefetch),
             section: 0,
             synced: 0,
+            unsynced: vec![false; servers],
             snapshot_keys: Vec::new(),
             snapshots: Vec::new(),
             ended: Vec::new(),
@@ -222,6 +226,9 @@ impl<'a> Net<'a> {
     }
 
     fn send(&mut self, server: usize, msg: ToServer) -> Result<()> {
+        if let Some(u) = self.unsynced.get_mut(server) {
+            *u = true;
+        }
         self.stats.messages_sent += 1;
         self.stats.bytes_sent += msg.payload_bytes() as u64;
         self.link.send(server, msg)
@@ -564,11 +571,20 @@ impl<'a> Net<'a> {
                 self.send(server, ToServer::Claims { from, blocks })?;
             }
         }
-        self.tell_all_servers(|from| ToServer::Sync { from }, line)?;
-        while self.synced < self.link.servers() {
+        // A server this worker sent nothing since its last barrier has nothing of this
+        // worker's to apply or answer; the other workers sync with the servers they wrote to.
+        let mut asked = 0;
+        for server in 0..self.unsynced.len() {
+            if self.unsynced[server] {
+                self.send(server, ToServer::Sync { from })?;
+                self.unsynced[server] = false;
+                asked += 1;
+            }
+        }
+        while self.synced < asked {
             self.receive_one()?;
         }
-        self.link.all_gather(Vec::new())?;
+        self.link.barrier()?;
         self.section += 1;
         self.stats.barriers += 1;
         self.stats.barrier += started.elapsed();

@@ -110,6 +110,12 @@ impl WorkerLink for MpiWorker {
         self.requests.flush_all(&mut self.outbox)?;
         all_gather(&self.team, &data)
     }
+    fn barrier(&mut self) -> Result<()> {
+        self.outbox.reap();
+        self.requests.flush_all(&mut self.outbox)?;
+        wait_request(self.team.immediate_barrier());
+        Ok(())
+    }
     fn broadcast(&mut self, root: usize, data: Vec<f64>) -> Result<Vec<f64>> {
         self.outbox.reap();
         self.requests.flush_all(&mut self.outbox)?;

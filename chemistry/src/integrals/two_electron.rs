@@ -62,8 +62,10 @@ pub(crate) fn block_integrals(
 }
 
 /// Writes the integrals of all quartets of `spans` into the column-major block `data` of
-/// extents `shape` (the spans' extents), shell quartet by shell quartet (m outermost, as ACES4
-/// loops); each distinct quartet is computed once per call ([`Quartets`]).
+/// extents `shape` (the spans' extents), shell quartet by shell quartet; each distinct quartet
+/// is computed once per call ([`Quartets`]). The first shell runs innermost, so consecutive
+/// quartets fill neighbouring parts of the same cache lines of the block (its first index runs
+/// contiguously) while they are still in cache.
 pub(crate) fn fill_integrals(basis: &BasisSet, spans: &[Span], shape: &[usize], data: &mut [f64]) {
     let strides = [
         shape[0],
@@ -72,10 +74,10 @@ pub(crate) fn fill_integrals(basis: &BasisSet, spans: &[Span], shape: &[usize], 
     ];
     let ranges = [0, 1, 2, 3].map(|d| spans[d].shells.clone());
     let mut source = Quartets::new(basis);
-    for m in ranges[0].clone() {
-        for n in ranges[1].clone() {
-            for r in ranges[2].clone() {
-                for s in ranges[3].clone() {
+    for s in ranges[3].clone() {
+        for r in ranges[2].clone() {
+            for n in ranges[1].clone() {
+                for m in ranges[0].clone() {
                     let q = [m, n, r, s];
                     let local = [0, 1, 2, 3].map(|d| basis.shells[q[d]].first - spans[d].offset);
                     let at = local[0]

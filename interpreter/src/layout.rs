@@ -36,6 +36,9 @@ pub struct Layout {
     /// Extents per segment (1-based segment `v` at `[v - 1]`), per index slot's kind; empty for
     /// simple indices and subindices.
     tables: Vec<Vec<usize>>,
+    /// Per slot, where each segment starts: `[0, e1, e1 + e2, ...]` (one more than `tables`),
+    /// so that an offset is one subtraction, not a sum over the segments before it.
+    starts: Vec<Vec<usize>>,
 }
 
 impl Layout {
@@ -95,7 +98,22 @@ impl Layout {
             indices.push(range);
             tables.push(table);
         }
-        Ok(Layout { indices, tables })
+        let starts = tables
+            .iter()
+            .map(|t| {
+                std::iter::once(0)
+                    .chain(t.iter().scan(0, |sum, e| {
+                        *sum += e;
+                        Some(*sum)
+                    }))
+                    .collect()
+            })
+            .collect();
+        Ok(Layout {
+            indices,
+            tables,
+            starts,
+        })
     }
 
     pub fn range(&self, slot: IndexSlot) -> &IndexRange {
@@ -123,7 +141,22 @@ impl Layout {
     /// Sum of the extents of segments `from..v` (the offset of segment `v` in an array that starts
     /// at segment `from`).
     pub fn offset(&self, slot: IndexSlot, from: i32, v: i32) -> usize {
-        (from..v).map(|s| self.extent(slot, s, 0)).sum()
+        if v <= from {
+            return 0;
+        }
+        match self.indices[slot.index()].kind {
+            IndexKind::Simple => (v - from) as usize,
+            IndexKind::Sub => (from..v).map(|s| self.extent(slot, s, 0)).sum(),
+            _ => {
+                // Segments outside the table have extent 0, as in `extent`.
+                let starts = &self.starts[slot.index()];
+                let start = |s: i32| {
+                    let i = usize::try_from(s - 1).unwrap_or(0);
+                    starts[i.min(starts.len() - 1)]
+                };
+                start(v) - start(from)
+            }
+        }
     }
 
     /// Offset of subsegment `k` inside its parent segment of extent `whole`.
@@ -157,5 +190,28 @@ mod tests {
         assert_eq!(Layout::sub_offset(10, 3), 6);
         let e: Vec<usize> = (1..=4).map(|k| sub_extent(2, k)).collect();
         assert_eq!(e, vec![1, 1, 0, 0]);
+    }
+
+    #[test]
+    fn an_offset_is_the_sum_of_the_extents_before_it() {
+        let source = "sial p\naoindex mu = 1:4\nindex k = -2:3\nsubindex m of mu\nendsial p\n";
+        let c = sial_compiler::compile_source(
+            std::path::Path::new("p.sial"),
+            source.to_string(),
+            &sial_compiler::Options::default(),
+        );
+        let program = c.program.expect("program");
+        let mut setup = Setup::default();
+        setup.segments.insert("aoindex".into(), vec![3, 5, 2, 7]);
+        let layout = Layout::new(&program, &[], &setup).expect("layout");
+        for slot in 0..program.indices.len() {
+            let slot = IndexSlot(slot as u32);
+            for from in -4..7 {
+                for v in -4..7 {
+                    let summed: usize = (from..v).map(|s| layout.extent(slot, s, 0)).sum();
+                    assert_eq!(layout.offset(slot, from, v), summed, "{slot:?} {from}..{v}");
+                }
+            }
+        }
     }
 }

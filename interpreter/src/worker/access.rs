@@ -214,12 +214,15 @@ impl Worker<'_> {
     pub(crate) fn take_block(&mut self, r: &BlockRef) -> Result<Block> {
         if let Storage::Blocks(_) = &self.memory[r.array.index()] {
             let (key, _) = self.locate(r)?;
-            let text = self.block_text(r.array, &key);
-            if let Storage::Blocks(map) = &mut self.memory[r.array.index()] {
-                return map.remove(&key).ok_or_else(|| {
-                    RuntimeError::program(format!("Attempting to update non-existent block {text}"))
-                });
+            if let Storage::Blocks(map) = &mut self.memory[r.array.index()]
+                && let Some(block) = map.remove(&key)
+            {
+                return Ok(block);
             }
+            return Err(RuntimeError::program(format!(
+                "Attempting to update non-existent block {}",
+                self.block_text(r.array, &key)
+            )));
         }
         self.update_block(r)
     }

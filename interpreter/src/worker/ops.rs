@@ -356,13 +356,13 @@ impl Worker<'_> {
                 .enumerate()
                 .map(|(d, &x)| self.layout.extent(x, current[d], 0))
                 .collect();
-            let text = self.block_text(array, &key);
             if let Storage::Blocks(map) = &mut self.memory[array.index()] {
                 if allocate {
                     map.insert(key, Block::zeros(shape)?);
                 } else if map.remove(&key).is_none() {
                     return Err(RuntimeError::program(format!(
-                        "attempting to remove a non-existent block {text}"
+                        "attempting to remove a non-existent block {}",
+                        self.block_text(array, &key)
                     )));
                 }
             }

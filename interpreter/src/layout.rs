@@ -195,12 +195,7 @@ mod tests {
     #[test]
     fn an_offset_is_the_sum_of_the_extents_before_it() {
         let source = "sial p\naoindex mu = 1:4\nindex k = -2:3\nsubindex m of mu\nendsial p\n";
-        let c = sial_compiler::compile_source(
-            std::path::Path::new("p.sial"),
-            source.to_string(),
-            &sial_compiler::Options::default(),
-        );
-        let program = c.program.expect("program");
+        let program = crate::testutil::program(source);
         let mut setup = Setup::default();
         setup.segments.insert("aoindex".into(), vec![3, 5, 2, 7]);
         let layout = Layout::new(&program, &[], &setup).expect("layout");

@@ -21,3 +21,6 @@ pub mod specials;
 pub mod store;
 pub mod trace;
 pub mod worker;
+
+#[cfg(test)]
+mod testutil;

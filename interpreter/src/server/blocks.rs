@@ -687,8 +687,7 @@ mod tests {
         #[test]
         fn accumulated_sums_do_not_depend_on_the_order(terms in proptest::collection::vec(-1e3f64..1e3, 2..40), seed in 0u64..1000) {
             let source = "sial p\nindex i = 1:6\ndistributed a[i]\nendsial p\n";
-            let c = sial_compiler::compile_source(std::path::Path::new("p.sial"), source.to_string(), &sial_compiler::Options::default());
-            let program = c.program.expect("program");
+            let program = crate::testutil::program(source);
             let mut shuffled = terms.clone();
             // A deterministic shuffle from the seed.
             let mut x = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
@@ -724,8 +723,7 @@ mod tests {
         fn a_spilling_server_returns_what_memory_would(steps in proptest::collection::vec(step(), 1..80)) {
             let dir = std::env::temp_dir().join(format!("sial-prop-{}-{:?}", std::process::id(), std::thread::current().id()));
             let source = "sial p\nindex i = 1:6\ndistributed a[i]\ndistributed b[i]\nendsial p\n";
-            let c = sial_compiler::compile_source(std::path::Path::new("p.sial"), source.to_string(), &sial_compiler::Options::default());
-            let program = c.program.expect("program");
+            let program = crate::testutil::program(source);
             let spill = Spill { budget: 3 * 32, dir: dir.clone(), disk_limit: None };
             let mut server = Server::new(&program, 0, spill);
             let mut model: HashMap<(u32, i32), Vec<f64>> = HashMap::new();

@@ -513,12 +513,7 @@ mod tests {
     #[test]
     fn a_late_copy_of_a_delete_keeps_newer_puts() {
         let source = "sial p\nindex i = 1:2\ndistributed a[i]\nendsial p\n";
-        let c = sial_compiler::compile_source(
-            std::path::Path::new("p.sial"),
-            source.to_string(),
-            &sial_compiler::Options::default(),
-        );
-        let program = c.program.expect("program");
+        let program = crate::testutil::program(source);
         let mut server = Server::new(&program, 0, blocks::Spill::default());
         let mut saved = Saved::new();
         let from = |worker| Origin {

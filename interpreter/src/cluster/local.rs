@@ -82,12 +82,8 @@ pub fn fabric(
 /// or request that comes within microseconds (a get's reply, the next request of a busy
 /// worker) then costs no wake-up, which takes tens of microseconds.
 fn receive<T>(inbox: &Receiver<T>, abort: &Abort) -> Result<T> {
-    let watching = Instant::now();
-    while watching.elapsed() < WATCH {
-        if let Ok(m) = inbox.try_recv() {
-            return Ok(m);
-        }
-        std::thread::yield_now();
+    if let Some(m) = watch(|| inbox.try_recv().ok()) {
+        return Ok(m);
     }
     loop {
         match inbox.recv_timeout(POLL) {
@@ -210,6 +206,19 @@ struct Rendezvous {
 /// barrier, before it sleeps.
 const WATCH: Duration = Duration::from_micros(30);
 
+/// Tries `poll` until it gives something or [`WATCH`] has passed, yielding the core between
+/// tries.
+fn watch<T>(mut poll: impl FnMut() -> Option<T>) -> Option<T> {
+    let watching = Instant::now();
+    while watching.elapsed() < WATCH {
+        if let Some(found) = poll() {
+            return Some(found);
+        }
+        std::thread::yield_now();
+    }
+    None
+}
+
 struct Round {
     generation: u64,
     arrived: usize,
@@ -247,10 +256,7 @@ impl Rendezvous {
             return Ok(Arc::clone(&round.last));
         }
         drop(round);
-        let watching = Instant::now();
-        while self.generation.load(Ordering::Acquire) == generation && watching.elapsed() < WATCH {
-            std::thread::yield_now();
-        }
+        watch(|| (self.generation.load(Ordering::Acquire) != generation).then_some(()));
         let mut round = self.state.lock().map_err(|_| Abort::stopped())?;
         while round.generation == generation {
             if abort.raised() {

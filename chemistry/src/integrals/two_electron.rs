@@ -53,7 +53,6 @@ pub(crate) fn block_integrals(
     {
         return Some(kept);
     }
-    data.fill(0.0);
     fill_integrals(basis, spans, shape, data);
     if let Ok(mut cache) = basis.cache.try_borrow_mut() {
         cache.keep_block(key, data);
@@ -62,8 +61,9 @@ pub(crate) fn block_integrals(
 }
 
 /// Writes the integrals of all quartets of `spans` into the column-major block `data` of
-/// extents `shape` (the spans' extents), shell quartet by shell quartet; each distinct quartet
-/// is computed once per call ([`Quartets`]). The first shell runs innermost, so consecutive
+/// extents `shape` (the spans' extents; every element, as the spans lie on shell boundaries),
+/// shell quartet by shell quartet; each distinct quartet is computed once per call
+/// ([`Quartets`]). The first shell runs innermost, so consecutive
 /// quartets fill neighbouring parts of the same cache lines of the block (its first index runs
 /// contiguously) while they are still in cache.
 pub(crate) fn fill_integrals(basis: &BasisSet, spans: &[Span], shape: &[usize], data: &mut [f64]) {

@@ -17,6 +17,10 @@ pub fn run_job(args: RunArgs) -> ExitCode {
         Ok(o) => o,
         Err(e) => return fail(e),
     };
+    match integral_cache(&args, options.workers, mpi) {
+        Ok(bytes) => sial_chemistry::integrals::set_cache_budget(bytes),
+        Err(e) => return fail(e),
+    }
     let job = match load_job(&args) {
         Ok(job) => job,
         Err(code) => return code,
@@ -68,6 +72,33 @@ pub fn run_job(args: RunArgs) -> ExitCode {
         return fail(e);
     }
     execute(&args, session, &compiled, &job.setup, &registry, &options)
+}
+
+/// The integral cache's budget per worker: `--integral-cache`, or by default a quarter of the
+/// machine's memory shared among the workers on it (as threads, all of them; under mpirun,
+/// the ranks the launcher put on this node, or else all ranks), and never less than the
+/// library's default.
+fn integral_cache(args: &RunArgs, workers: usize, mpi: Option<usize>) -> Result<usize, String> {
+    if let Some(text) = &args.integral_cache {
+        return parse_size(text).map_err(|e| format!("--integral-cache: {e}"));
+    }
+    let on_node = match mpi {
+        None => workers,
+        Some(world) => ["MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE"]
+            .iter()
+            .find_map(|v| std::env::var(v).ok()?.trim().parse::<usize>().ok())
+            .filter(|&n| n > 0)
+            .unwrap_or(world),
+    };
+    let memory = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|text| {
+            let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
+            let kib: usize = line.split_whitespace().nth(1)?.parse().ok()?;
+            Some(kib.saturating_mul(1024))
+        })
+        .unwrap_or(0);
+    Ok((memory / 4 / on_node.max(1)).max(sial_chemistry::integrals::DEFAULT_CACHE_BUDGET))
 }
 
 /// Every run option, parsed and checked: rank counts, sizes, output paths, devices,

@@ -256,6 +256,43 @@ fn threads_give_the_dump_of_one_process() {
     );
 }
 
+/// The integral cache never changes results: the water job's dump is the same, bit for bit,
+/// with every integral block computed when asked (`--integral-cache 0`), with room for a few
+/// blocks (the others computed again in every iteration), and with the default budget, both
+/// in one process and with two workers.
+#[test]
+fn the_integral_cache_never_changes_results() {
+    let dir = std::env::temp_dir().join(format!("sial-integral-cache-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let water = Target {
+        path: "programs/water/water.json".into(),
+        ..Target::default()
+    };
+    for ranks in [
+        ["--workers", "1", "--servers", "0"],
+        ["--workers", "2", "--servers", "1"],
+    ] {
+        let mut dumps = Vec::new();
+        for budget in [Some("0"), Some("600K"), None] {
+            let mut config = ranks.to_vec();
+            config.extend(
+                budget
+                    .map(|b| ["--integral-cache", b])
+                    .into_iter()
+                    .flatten(),
+            );
+            let (outcome, dump) = run(&[], &water, &config, &dir.join("dump.json"));
+            assert!(outcome.ok, "{config:?}: {}", outcome.stderr);
+            dumps.push((config, dump));
+        }
+        let (first, rest) = dumps.split_first().expect("three runs");
+        for (config, dump) in rest {
+            assert!(dump == &first.1, "{config:?} differs from {:?}", first.0);
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Prefetching never changes results (docs/ARCHITECTURE.md "Prefetch"): off, auto and fixed depths, with and
 /// without a simulated server latency.
 #[test]

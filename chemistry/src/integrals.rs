@@ -64,6 +64,7 @@ mod testdata;
 use sial_superinstructions::special::{Context, SpecialFn};
 
 pub use basis::{BasisSet, Nuclei, Shell};
+pub use engine::{DEFAULT_BUDGET as DEFAULT_CACHE_BUDGET, set_budget as set_cache_budget};
 
 /// The specials of this module: SIAL name, ACES4 signature, function.
 pub const SPECIALS: &[(&str, &str, SpecialFn)] = &[

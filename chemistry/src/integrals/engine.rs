@@ -7,6 +7,8 @@
 //! ACES4's functions with the shells' matrices and scattered into place.
 
 use rustc_hash::FxHashMap;
+use sial_superinstructions::{Shape, permute};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use integral::engine::os::{self, Prim};
@@ -117,34 +119,47 @@ pub(crate) fn quartet(basis: &BasisSet, q: [&Shell; 4], out: &mut Vec<f64>) {
     }
 }
 
-/// Electron-repulsion batches kept between calls, by canonical shell quartet. SCF and CC
-/// programs compute the same AO blocks in every iteration; up to a budget of memory per worker
-/// (64 MiB by default; the environment variable `SIAL_INTEGRAL_CACHE_MB` sets it, 0 turns it
-/// off) the batches first met are kept and served again, and every other one is computed when
-/// needed. The budget bounds the memory: beyond it the integrals stay direct, never all n⁴.
+/// Blocks of electron-repulsion integrals kept between calls. SCF and CC programs compute the
+/// same AO blocks in every iteration, and a block of spans (AB|CD) holds the same integrals as
+/// the blocks of (BA|CD), (CD|AB), … in another order; so each block is kept once, under the
+/// canonical ordering of its spans ([`canonical`]), and served to any of its 8 orderings: in
+/// place in the kept order, permuted otherwise (a copy, a fraction of computing it). Up to a
+/// budget of memory per worker ([`set_budget`]; 0 turns the cache off) the blocks first met are
+/// kept, and every other one is computed when needed: beyond the budget the integrals stay
+/// direct, never all n⁴.
 ///
-/// Whole blocks are kept too, by the AOs they span: an SCF asks for the same blocks in every
-/// iteration, and copying one (or, for the Fock build, reading it in place) costs a fraction
-/// of assembling it from its quartets. Blocks and batches share the budget.
+/// A block's contents are a function of its spans alone, whichever ordering was computed and
+/// kept first: the batches it is assembled from hold the same value for every ordering of
+/// the same four AOs ([`symmetrize`]). So a block served from the cache equals, bit for bit,
+/// the block computed afresh, and results do not depend on which worker computed what first.
 ///
 /// The programs of a job share its basis (SCF, transformation, CCSD all compute the same
 /// integrals), so when a program ends the cache of a job's basis set is left in the process
 /// ([`LEFT`]) for the next program's worker that builds the same basis set.
 #[derive(Debug)]
 pub(crate) struct QuartetCache {
-    /// Shared with the calls that use them, so serving one is not a copy.
-    batches: FxHashMap<[usize; 4], Arc<[f64]>>,
-    /// Whole blocks, by [`SpanQuartet`].
+    /// Whole blocks in the canonical ordering of their spans, by that ordering; shared with the
+    /// calls that read them in place.
     blocks: FxHashMap<SpanQuartet, Arc<[f64]>>,
     bytes: usize,
     budget: usize,
-    /// The basis set the batches belong to (its shells, nuclei and form, as text), if the
+    /// The basis set the blocks belong to (its shells, nuclei and form, as text), if the
     /// cache is to be left for the next program; a copy or a subset of a basis has none.
     basis: Option<Arc<str>>,
 }
 
 /// Where a block lies among the AOs: each dimension's first AO and extent.
 pub(crate) type SpanQuartet = [(usize, usize); 4];
+
+/// The integral cache's budget per worker in bytes, until [`set_budget`] is called.
+pub const DEFAULT_BUDGET: usize = 64 << 20;
+
+static BUDGET: AtomicUsize = AtomicUsize::new(DEFAULT_BUDGET);
+
+/// Sets the memory each worker may keep integral blocks in (the caches made from now on).
+pub fn set_budget(bytes: usize) {
+    BUDGET.store(bytes, Ordering::Relaxed);
+}
 
 /// Caches whose programs have ended, for the next program's workers (see [`Left`]).
 static LEFT: Mutex<Left> = Mutex::new(Left { caches: Vec::new() });
@@ -160,7 +175,7 @@ struct Left {
 }
 
 impl Left {
-    /// The batches of a cache left for `basis` whose size fits `budget`, if any.
+    /// A cache left for `basis` whose size fits `budget`, if any.
     fn take(&mut self, basis: &str, budget: usize) -> Option<QuartetCache> {
         let i = self
             .caches
@@ -169,7 +184,7 @@ impl Left {
         Some(self.caches.swap_remove(i))
     }
 
-    /// Keeps the batches of `cache` (of basis `basis`) for a later program.
+    /// Keeps the blocks of `cache` (of basis `basis`) for a later program.
     fn give(&mut self, basis: Arc<str>, cache: &mut QuartetCache) {
         // Dropped here without going back to the pool (whose lock the caller holds).
         self.caches.retain_mut(|c| {
@@ -181,7 +196,6 @@ impl Left {
         });
         if self.caches.len() < MOST_LEFT {
             self.caches.push(QuartetCache {
-                batches: std::mem::take(&mut cache.batches),
                 blocks: std::mem::take(&mut cache.blocks),
                 bytes: std::mem::take(&mut cache.bytes),
                 budget: cache.budget,
@@ -200,18 +214,37 @@ impl Clone for QuartetCache {
 
 impl Default for QuartetCache {
     fn default() -> QuartetCache {
-        let mb = std::env::var("SIAL_INTEGRAL_CACHE_MB")
-            .ok()
-            .and_then(|v| v.trim().parse::<usize>().ok())
-            .unwrap_or(64);
-        QuartetCache::with_budget(mb.saturating_mul(1 << 20))
+        QuartetCache::with_budget(BUDGET.load(Ordering::Relaxed))
+    }
+}
+
+/// A block served from the cache: the kept block and the permutation that turns it into the
+/// asked ordering (`perm[d]`: the kept dimension that is dimension d of the asked block).
+pub(crate) struct Kept {
+    pub(crate) data: Arc<[f64]>,
+    pub(crate) shape: [usize; 4],
+    pub(crate) perm: [usize; 4],
+}
+
+impl Kept {
+    /// Whether the kept block is already in the asked ordering (then it can be read in place).
+    pub(crate) fn in_order(&self) -> bool {
+        self.perm == [0, 1, 2, 3]
+    }
+
+    /// Writes the block in the asked ordering into `dst` (of the asked block's size).
+    pub(crate) fn copy_to(&self, dst: &mut [f64]) {
+        if self.in_order() {
+            dst.copy_from_slice(&self.data);
+        } else {
+            permute4(dst, &self.data, self.shape, self.perm);
+        }
     }
 }
 
 impl QuartetCache {
     pub(crate) fn with_budget(budget: usize) -> QuartetCache {
         QuartetCache {
-            batches: FxHashMap::default(),
             blocks: FxHashMap::default(),
             bytes: 0,
             budget,
@@ -230,16 +263,37 @@ impl QuartetCache {
         cache.adopt(basis.into(), left)
     }
 
-    /// The block of integrals kept for `key`, if any.
-    pub(crate) fn block(&self, key: &SpanQuartet) -> Option<Arc<[f64]>> {
-        self.blocks.get(key).cloned()
+    /// The block of integrals of `spans`, in any of its orderings, if kept.
+    pub(crate) fn block(&self, spans: &SpanQuartet) -> Option<Kept> {
+        let (key, from) = canonical(*spans);
+        let data = self.blocks.get(&key)?;
+        Some(Kept {
+            data: Arc::clone(data),
+            shape: key.map(|(_, extent)| extent),
+            perm: from,
+        })
     }
 
-    /// Keeps a copy of the block of integrals `data` for `key`, if the budget has room.
-    pub(crate) fn keep_block(&mut self, key: SpanQuartet, data: &[f64]) {
-        if !self.blocks.contains_key(&key) && self.reserve(data.len()) {
-            self.blocks.insert(key, data.into());
+    /// Keeps a copy of the block of integrals `data` of `spans` (in its canonical ordering),
+    /// if no ordering of it is kept and the budget has room.
+    pub(crate) fn keep_block(&mut self, spans: &SpanQuartet, data: &[f64]) {
+        let (key, from) = canonical(*spans);
+        if self.blocks.contains_key(&key) || !self.reserve(data.len()) {
+            return;
         }
+        let kept: Arc<[f64]> = if from == [0, 1, 2, 3] {
+            data.into()
+        } else {
+            // Dimension j of the canonical block is dimension order[j] of the computed one.
+            let mut order = [0; 4];
+            for (d, &j) in from.iter().enumerate() {
+                order[j] = d;
+            }
+            let mut out = vec![0.0; data.len()];
+            permute4(&mut out, data, spans.map(|(_, extent)| extent), order);
+            out.into()
+        };
+        self.blocks.insert(key, kept);
     }
 
     /// Counts `values` more values against the budget, if they fit.
@@ -252,11 +306,10 @@ impl QuartetCache {
         fits
     }
 
-    /// This (empty) cache for `basis`, holding the batches of `left` if given.
+    /// This (empty) cache for `basis`, holding the blocks of `left` if given.
     fn adopt(mut self, basis: Arc<str>, left: Option<QuartetCache>) -> QuartetCache {
         if let Some(mut left) = left {
             left.basis = None;
-            self.batches = std::mem::take(&mut left.batches);
             self.blocks = std::mem::take(&mut left.blocks);
             self.bytes = left.bytes;
         }
@@ -270,7 +323,7 @@ impl Drop for QuartetCache {
         let Some(basis) = self.basis.take() else {
             return;
         };
-        if !(self.batches.is_empty() && self.blocks.is_empty())
+        if !self.blocks.is_empty()
             && let Ok(mut left) = LEFT.lock()
         {
             left.give(basis, self);
@@ -279,12 +332,12 @@ impl Drop for QuartetCache {
 }
 
 /// Shell quartets, each distinct one computed once: (mn|rs), (nm|rs), (mn|sr), (rs|mn), … are
-/// the same integrals, so the batch of the canonical ordering is computed (or taken from the
-/// basis set's [`QuartetCache`]) and permuted into place. Within one call every canonical
-/// batch is kept (a block whose dimensions share shells meets each up to 8 times).
+/// the same integrals, so the batch of the canonical ordering is computed and permuted into
+/// place. Within one call every canonical batch is kept (a block whose dimensions share shells
+/// meets each up to 8 times).
 pub(crate) struct Quartets<'a> {
     basis: &'a BasisSet,
-    call: FxHashMap<[usize; 4], Arc<[f64]>>,
+    call: FxHashMap<[usize; 4], Vec<f64>>,
 }
 
 impl<'a> Quartets<'a> {
@@ -296,24 +349,14 @@ impl<'a> Quartets<'a> {
         }
     }
 
-    /// The batch of canonical quartet `canonical`, computed at most once per call and kept
-    /// between calls while the cache has room.
+    /// The batch of canonical quartet `canonical`, computed at most once per call.
     fn canonical_batch(&mut self, canonical: [usize; 4]) -> &[f64] {
         let basis = self.basis;
         self.call.entry(canonical).or_insert_with(|| {
-            if let Ok(cache) = basis.cache.try_borrow()
-                && let Some(b) = cache.batches.get(&canonical)
-            {
-                return Arc::clone(b);
-            }
+            let shells = canonical.map(|s| &basis.shells[s]);
             let mut batch = Vec::new();
-            quartet(basis, canonical.map(|s| &basis.shells[s]), &mut batch);
-            let batch: Arc<[f64]> = batch.into();
-            if let Ok(mut cache) = basis.cache.try_borrow_mut()
-                && cache.reserve(batch.len())
-            {
-                cache.batches.insert(canonical, Arc::clone(&batch));
-            }
+            quartet(basis, shells, &mut batch);
+            symmetrize(canonical, shells.map(Shell::len), &mut batch);
             batch
         })
     }
@@ -349,10 +392,58 @@ impl<'a> Quartets<'a> {
     }
 }
 
+/// `dst[i0,i1,i2,i3] = src[j]` with `j[perm[d]] = i_d`, for a column-major `src` of extents
+/// `extents` and a `dst` of the same size.
+fn permute4(dst: &mut [f64], src: &[f64], extents: [usize; 4], perm: [usize; 4]) {
+    let shapes = Shape::new(&extents).and_then(|s| Ok((Shape::new(&perm.map(|d| extents[d]))?, s)));
+    // The shapes and the permutation are right by construction (they come from the spans), so
+    // the kernel's checks cannot fail here.
+    if let Ok((to, from)) = shapes {
+        let done = permute(dst, &to, src, &from, &perm);
+        debug_assert!(done.is_ok(), "{done:?}");
+    }
+}
+
+/// Gives every element of the batch of canonical quartet `q` (element (a, b, c, d) at
+/// `a + l0·(b + l1·(c + l2·d))`, `lens` the shells' lengths) the value of the element that
+/// stands for the same four AOs in the first ordering: where shells coincide, (ab|cd),
+/// (ba|cd), (ab|dc) and (cd|ab) are one integral, which the engine computes more than once,
+/// equal only to rounding. Then every ordering of a block reads the same values.
+fn symmetrize(q: [usize; 4], lens: [usize; 4], batch: &mut [f64]) {
+    let (bra, ket, pairs) = (q[0] == q[1], q[2] == q[3], (q[0], q[1]) == (q[2], q[3]));
+    if !(bra || ket || pairs) {
+        return;
+    }
+    let at = |[a, b, c, d]: [usize; 4]| a + lens[0] * (b + lens[1] * (c + lens[2] * d));
+    for d in 0..lens[3] {
+        for c in 0..lens[2] {
+            for b in 0..lens[1] {
+                for a in 0..lens[0] {
+                    let (mut x, mut y) = ((a, b), (c, d));
+                    if bra && x.0 < x.1 {
+                        x = (x.1, x.0);
+                    }
+                    if ket && y.0 < y.1 {
+                        y = (y.1, y.0);
+                    }
+                    if pairs && x < y {
+                        (x, y) = (y, x);
+                    }
+                    let first = at([x.0, x.1, y.0, y.1]);
+                    let here = at([a, b, c, d]);
+                    if first != here {
+                        batch[here] = batch[first];
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// The canonical ordering of a shell quartet under the 8 permutational symmetries (bra shells
 /// descending, ket shells descending, bra ≥ ket) and, for each position of `q`, the position
 /// of the same shell in the canonical quartet.
-fn canonical(q: [usize; 4]) -> ([usize; 4], [usize; 4]) {
+fn canonical<T: Copy + Ord>(q: [T; 4]) -> ([T; 4], [usize; 4]) {
     let bra = if q[0] >= q[1] { [0, 1] } else { [1, 0] };
     let ket = if q[2] >= q[3] { [2, 3] } else { [3, 2] };
     let key = |p: [usize; 2]| (q[p[0]], q[p[1]]);
@@ -371,7 +462,13 @@ fn canonical(q: [usize; 4]) -> ([usize; 4], [usize; 4]) {
 
 /// Puts the row-major function block `f` (dims `comps`) into the column-major quartet batch
 /// `out` (dims `len`) starting at AO `first` of each shell.
-fn scatter4(f: &[f64], comps: [usize; 4], first: [usize; 4], len: [usize; 4], out: &mut [f64]) {
+pub(crate) fn scatter4(
+    f: &[f64],
+    comps: [usize; 4],
+    first: [usize; 4],
+    len: [usize; 4],
+    out: &mut [f64],
+) {
     let mut p = 0;
     for a in 0..comps[0] {
         for b in 0..comps[1] {
@@ -390,7 +487,7 @@ fn scatter4(f: &[f64], comps: [usize; 4], first: [usize; 4], len: [usize; 4], ou
 
 /// Applies each shell's transform to its axis of the row-major block `block` (dims `dims`, the
 /// shells' Cartesian component counts) and returns the row-major block over ACES4's functions.
-fn transform(mut block: Vec<f64>, dims: &[usize], shells: &[&Shell]) -> Vec<f64> {
+pub(crate) fn transform(mut block: Vec<f64>, dims: &[usize], shells: &[&Shell]) -> Vec<f64> {
     let mut dims = dims.to_vec();
     for (axis, shell) in shells.iter().enumerate() {
         if let Some(t) = &shell.transform {
@@ -485,19 +582,19 @@ mod tests {
     #[test]
     fn ended_programs_leave_their_cache_for_the_same_basis_only() {
         let mut left = Left { caches: Vec::new() };
+        let span = [(0, 1); 4];
         let filled = |basis: &str| {
             let mut c = QuartetCache::with_budget(1 << 20).adopt(basis.into(), None);
-            c.batches.insert([1, 0, 1, 0], vec![1.0; 4].into());
-            c.bytes = 32;
+            c.keep_block(&span, &[1.0]);
             c
         };
         let mut a = filled("A");
         left.give("A".into(), &mut a);
-        assert!(a.batches.is_empty() && left.caches.len() == 1);
+        assert!(a.blocks.is_empty() && left.caches.len() == 1);
         assert!(left.take("B", 1 << 20).is_none(), "another basis");
-        assert!(left.take("A", 16).is_none(), "over the budget");
+        assert!(left.take("A", 4).is_none(), "over the budget");
         let got = QuartetCache::with_budget(1 << 20).adopt("A".into(), left.take("A", 1 << 20));
-        assert_eq!((got.batches.len(), got.bytes), (1, 32));
+        assert_eq!((got.blocks.len(), got.bytes), (1, 8));
         assert!(left.caches.is_empty());
         // A later basis drops the caches left for an earlier one.
         left.give("A".into(), &mut filled("A"));
@@ -513,46 +610,95 @@ mod tests {
         got.basis = None;
     }
 
+    /// The 8 orderings of a quartet of positions under the permutational symmetry.
+    const ORDERINGS: [[usize; 4]; 8] = [
+        [0, 1, 2, 3],
+        [1, 0, 2, 3],
+        [0, 1, 3, 2],
+        [1, 0, 3, 2],
+        [2, 3, 0, 1],
+        [3, 2, 0, 1],
+        [2, 3, 1, 0],
+        [3, 2, 1, 0],
+    ];
+
     #[test]
-    fn permuted_quartets_equal_computed_ones() {
+    fn every_ordering_of_a_quartet_reads_the_same_values() {
         let case = Case::load("synthetic_spherical");
         let basis = BasisSet::from_setup(&case.context()).expect("basis");
-        // A cache of its own, whatever other tests left in the process.
-        let basis = BasisSet {
-            cache: std::cell::RefCell::new(QuartetCache::default()),
-            ..basis
-        };
         assert_eq!(canonical([1, 3, 2, 0]), ([3, 1, 2, 0], [1, 0, 2, 3]));
         assert_eq!(canonical([0, 2, 3, 1]), ([3, 1, 2, 0], [3, 2, 0, 1]));
         assert_eq!(canonical([3, 1, 2, 0]), ([3, 1, 2, 0], [0, 1, 2, 3]));
         let all = 0..basis.shells.len();
-        let mut cached = Quartets::new(&basis);
         let (mut got, mut want) = (Vec::new(), Vec::new());
+        // Quartets with coinciding shells (computed more than once per integral) and without.
         for q in [
             [4, 2, 1, 2],
-            [2, 4, 2, 1],
-            [1, 2, 4, 2],
-            [2, 1, 2, 4],
+            [2, 2, 2, 2],
+            [2, 1, 2, 1],
+            [3, 3, 1, 0],
             [0, 2, 2, 4],
         ] {
             assert!(q.iter().all(|s| all.contains(s)));
-            dense(&mut cached, &basis, q, &mut got);
-            quartet(&basis, q.map(|s| &basis.shells[s]), &mut want);
-            assert!(max_diff(&got, &want) < 1e-13, "{q:?}");
+            dense(&mut Quartets::new(&basis), &basis, q, &mut want);
+            quartet(&basis, q.map(|s| &basis.shells[s]), &mut got);
+            assert!(max_diff(&got, &want) < 1e-13, "{q:?} against the engine");
+            let l = q.map(|s| basis.shells[s].len());
+            for order in ORDERINGS {
+                let p = order.map(|d| q[d]);
+                dense(&mut Quartets::new(&basis), &basis, p, &mut got);
+                let mut back = vec![0.0; got.len()];
+                // Element (a, b, c, d) of q is the element of p at the same AOs.
+                let mut from = [0; 4];
+                for (d, &o) in order.iter().enumerate() {
+                    from[o] = d;
+                }
+                permute4(&mut back, &got, order.map(|d| l[d]), from);
+                assert_eq!(back, want, "{q:?} read as {p:?}");
+            }
         }
-        // Kept for later calls, within the budget.
-        let kept = basis.cache.borrow().batches.len();
-        assert_eq!(kept, 2);
-        let mut later = Quartets::new(&basis);
-        dense(&mut later, &basis, [2, 4, 2, 1], &mut got);
-        quartet(&basis, [2, 4, 2, 1].map(|s| &basis.shells[s]), &mut want);
-        assert!(max_diff(&got, &want) < 1e-13);
+    }
+
+    #[test]
+    fn a_kept_block_serves_every_ordering_of_its_spans() {
+        let case = Case::load("synthetic_spherical");
+        let basis = BasisSet::from_setup(&case.context()).expect("basis");
         let basis = BasisSet {
-            cache: std::cell::RefCell::new(QuartetCache::with_budget(0)),
+            cache: std::cell::RefCell::new(QuartetCache::with_budget(1 << 30)),
             ..basis
         };
-        dense(&mut Quartets::new(&basis), &basis, [2, 4, 2, 1], &mut got);
-        assert!(basis.cache.borrow().batches.is_empty());
+        // Spans of whole shells: (first AO, extent).
+        let span = |s: usize| (basis.shells[s].first, basis.shells[s].len());
+        let spans: SpanQuartet = [span(1), span(3), span(3), span(2)];
+        let block = |spans: SpanQuartet| {
+            let shells = spans.map(|(first, _)| {
+                basis
+                    .shells
+                    .iter()
+                    .position(|s| s.first == first)
+                    .expect("shell")
+            });
+            let mut out = Vec::new();
+            dense(&mut Quartets::new(&basis), &basis, shells, &mut out);
+            out
+        };
+        assert!(basis.cache.borrow().block(&spans).is_none());
+        basis.cache.borrow_mut().keep_block(&spans, &block(spans));
+        assert_eq!(basis.cache.borrow().blocks.len(), 1);
+        for order in ORDERINGS {
+            let asked = order.map(|d| spans[d]);
+            let kept = basis.cache.borrow().block(&asked).expect("kept");
+            let mut got = vec![f64::NAN; kept.data.len()];
+            kept.copy_to(&mut got);
+            assert_eq!(got, block(asked), "{asked:?}");
+            // Keeping another ordering adds nothing.
+            basis.cache.borrow_mut().keep_block(&asked, &got);
+            assert_eq!(basis.cache.borrow().blocks.len(), 1);
+        }
+        // Without room nothing is kept.
+        let mut none = QuartetCache::with_budget(8);
+        none.keep_block(&spans, &block(spans));
+        assert!(none.blocks.is_empty() && none.bytes == 0);
     }
 
     #[test]

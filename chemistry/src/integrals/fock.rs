@@ -337,13 +337,20 @@ fn fock_build(ctx: &mut dyn Context, args: &mut [Arg], class: Class) -> Result<(
         // The whole block of integrals first (kept from an earlier iteration, or computed into
         // the block), then all the class's terms in one pass over it.
         let kept = block_integrals(basis, &s, &shape, &mut aoint.data);
-        let integrals = kept.as_deref().unwrap_or(&aoint.data);
-        m.add(class.terms(), integrals, shape)?;
-        // A `w` argument arrives zero-filled, so a block read from the cache is still zero.
+        match &kept {
+            Some(k) if k.in_order() => m.add(class.terms(), &k.data, shape)?,
+            Some(k) => {
+                k.copy_to(&mut aoint.data);
+                m.add(class.terms(), &aoint.data, shape)?;
+            }
+            None => m.add(class.terms(), &aoint.data, shape)?,
+        }
+        // A `w` argument arrives zero-filled, so a block read in place is still zero.
         match (class, kept) {
-            (Class::OneFold, Some(kept)) => aoint.data.copy_from_slice(&kept),
-            (Class::OneFold, None) | (_, Some(_)) => {}
-            (_, None) => aoint.data.fill(0.0),
+            (Class::OneFold, Some(k)) => k.copy_to(&mut aoint.data),
+            (Class::OneFold, None) => {}
+            (_, Some(k)) if k.in_order() => {}
+            (_, _) => aoint.data.fill(0.0),
         }
         Ok(())
     })

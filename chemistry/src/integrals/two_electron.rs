@@ -6,7 +6,7 @@ use sial_superinstructions::special::{Arg, ArgKind, Context};
 
 use super::basis::{BasisSet, Shell};
 use super::blocks::{Span, spans};
-use super::engine::{Quartets, quartet};
+use super::engine::{Kept, Quartets, quartet};
 use super::with_basis;
 use crate::args;
 
@@ -38,24 +38,24 @@ pub(crate) fn for_each_element(
     }
 }
 
-/// The integrals of the block of `spans` (extents `shape`): the copy kept in the basis set's
-/// cache if a block of the same AOs was computed before (`data` untouched), else `None` with
-/// the integrals written into `data` (and a copy kept if the cache has room).
+/// The integrals of the block of `spans` (extents `shape`): the block kept in the basis set's
+/// cache if a block of the same AOs, in any ordering, was computed before (`data` untouched),
+/// else `None` with the integrals written into `data` (and a copy kept if the cache has room).
 pub(crate) fn block_integrals(
     basis: &BasisSet,
     spans: &[Span],
     shape: &[usize],
     data: &mut [f64],
-) -> Option<std::sync::Arc<[f64]>> {
+) -> Option<Kept> {
     let key = [0, 1, 2, 3].map(|d| (spans[d].offset, spans[d].extent));
     if let Some(kept) = basis.cache.try_borrow().ok().and_then(|c| c.block(&key))
-        && kept.len() == data.len()
+        && kept.data.len() == data.len()
     {
         return Some(kept);
     }
     fill_integrals(basis, spans, shape, data);
     if let Ok(mut cache) = basis.cache.try_borrow_mut() {
-        cache.keep_block(key, data);
+        cache.keep_block(&key, data);
     }
     None
 }
@@ -98,7 +98,7 @@ pub fn compute_integral_batch(ctx: &mut dyn Context, args: &mut [Arg]) -> Result
     with_basis(ctx, |ctx, basis| {
         let s = spans(ctx, basis, aoint, 0, 4)?;
         if let Some(kept) = block_integrals(basis, &s, &aoint.shape, &mut aoint.data) {
-            aoint.data.copy_from_slice(&kept);
+            kept.copy_to(&mut aoint.data);
         }
         Ok(())
     })

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""CCSD(T) (or --method ccsd) of water/cc-pVDZ (or --basis): sial (ACES4's programs on a `sial
+"""CCSD(T) (or --method ccsd, or scf) of water/cc-pVDZ (or --molecule, --basis): sial (ACES4's programs on a `sial
 setup` job) against PySCF, as whole processes, alternating, median of N runs each, with the same
 thread count for both (OPENBLAS/OMP/MKL/RAYON_NUM_THREADS). Several sial binaries (--sial, given
 more than once) run in turn in every round, to compare versions side by side.
@@ -23,7 +23,7 @@ ap.add_argument("--runs", type=int, default=5)
 ap.add_argument("--threads", type=int, default=1)
 ap.add_argument("--molecule", default="tests/setup/water.xyz")
 ap.add_argument("--basis", default="cc-pvdz")
-ap.add_argument("--method", default="ccsd(t)", choices=["ccsd", "ccsd(t)"])
+ap.add_argument("--method", default="ccsd(t)", choices=["scf", "ccsd", "ccsd(t)"])
 ap.add_argument("--sial", action="append", help="sial binary (default target/release/sial)")
 args = ap.parse_args()
 
@@ -52,6 +52,9 @@ exec(src, g)
 from pyscf import scf, cc
 mol = g['molecule']({os.path.join(root, args.molecule)!r}, {args.basis!r}, False)
 mf = scf.RHF(mol); mf.conv_tol = 1e-12; mf.kernel()
+if {args.method == "scf"!r}:
+    print(mf.e_tot)
+    sys.exit(0)
 c = cc.CCSD(mf); c.conv_tol = 1e-10; c.kernel()
 et = c.ccsd_t() if {args.method == "ccsd(t)"!r} else 0.0
 print(mf.e_tot + c.e_corr + et)

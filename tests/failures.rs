@@ -174,6 +174,10 @@ fn the_worker_memory_budget_evicts_and_reports_what_does_not_fit() {
         "worker memory budget exceeded writing l: the worker's local, temp and static blocks hold 32768 bytes and fetched blocks in use 0 bytes, over the 16384 byte budget (give more with --worker-memory) at budget_local:6",
     );
     fails_with(&[program, "--worker-memory", "7Q"], "bad size");
+    fails_with(
+        &[program, "--integral-cache", "7Q"],
+        "--integral-cache: bad size",
+    );
 }
 
 #[test]

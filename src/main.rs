@@ -296,9 +296,9 @@ struct RunArgs {
     /// Memory per server for blocks (past it, blocks spill to disk), e.g. 64M, 2G, or bytes.
     #[arg(long, value_name = "SIZE")]
     server_memory: Option<String>,
-    /// Memory per worker for two-electron integral blocks kept between iterations and
-    /// programs, e.g. 2G; 0 computes every block when asked (default: a quarter of the
-    /// machine's memory, shared among the ranks on it).
+    /// Memory per process for two-electron integral blocks kept between iterations and
+    /// programs (its worker threads share them), e.g. 2G; 0 computes every block when asked
+    /// (default: a quarter of the machine's memory, shared among the ranks on it).
     #[arg(long, value_name = "SIZE")]
     integral_cache: Option<String>,
     /// Folder for the spill files of the servers (default: the current directory); a

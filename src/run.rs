@@ -17,7 +17,7 @@ pub fn run_job(args: RunArgs) -> ExitCode {
         Ok(o) => o,
         Err(e) => return fail(e),
     };
-    match integral_cache(&args, options.workers, mpi) {
+    match integral_cache(&args, mpi) {
         Ok(bytes) => sial_chemistry::integrals::set_cache_budget(bytes),
         Err(e) => return fail(e),
     }
@@ -74,16 +74,16 @@ pub fn run_job(args: RunArgs) -> ExitCode {
     execute(&args, session, &compiled, &job.setup, &registry, &options)
 }
 
-/// The integral cache's budget per worker: `--integral-cache`, or by default a quarter of the
-/// machine's memory shared among the workers on it (as threads, all of them; under mpirun,
-/// the ranks the launcher put on this node, or else all ranks), and never less than the
-/// library's default.
-fn integral_cache(args: &RunArgs, workers: usize, mpi: Option<usize>) -> Result<usize, String> {
+/// The integral cache's budget for this process (its worker threads share one cache):
+/// `--integral-cache`, or by default a quarter of the machine's memory shared among the
+/// processes on it (under mpirun, the ranks the launcher put on this node, or else all ranks),
+/// and never less than the library's default.
+fn integral_cache(args: &RunArgs, mpi: Option<usize>) -> Result<usize, String> {
     if let Some(text) = &args.integral_cache {
         return parse_size(text).map_err(|e| format!("--integral-cache: {e}"));
     }
     let on_node = match mpi {
-        None => workers,
+        None => 1,
         Some(world) => ["MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE"]
             .iter()
             .find_map(|v| std::env::var(v).ok()?.trim().parse::<usize>().ok())
@@ -98,7 +98,7 @@ fn integral_cache(args: &RunArgs, workers: usize, mpi: Option<usize>) -> Result<
             Some(kib.saturating_mul(1024))
         })
         .unwrap_or(0);
-    Ok((memory / 4 / on_node.max(1)).max(sial_chemistry::integrals::DEFAULT_CACHE_BUDGET))
+    Ok((memory / 4 / on_node).max(sial_chemistry::integrals::DEFAULT_CACHE_BUDGET))
 }
 
 /// Every run option, parsed and checked: rank counts, sizes, output paths, devices,

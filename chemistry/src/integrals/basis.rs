@@ -106,8 +106,9 @@ pub struct BasisSet {
     /// `intspherical == 1`.
     pub spherical: bool,
     pub(crate) engine: integral::Basis,
-    /// Electron-repulsion batches kept between calls (see [`super::engine::QuartetCache`]).
-    pub(crate) cache: std::cell::RefCell<super::engine::QuartetCache>,
+    /// Integral blocks kept between calls, shared by the process's workers and programs that
+    /// build the same basis set (see [`super::engine::QuartetCache`]); a subset has its own.
+    pub(crate) cache: std::sync::Arc<super::engine::QuartetCache>,
     /// The core Hamiltonian over all AOs, once asked for (`return_h1`).
     pub(crate) core_hamiltonian: std::sync::OnceLock<Vec<f64>>,
 }
@@ -164,8 +165,8 @@ impl BasisSet {
             engine.extend(subs);
         }
         let nao = shells.last().map_or(0, Shell::end);
-        // What the integrals depend on: a cache left by an earlier program of the job serves
-        // this basis set only if all of it is the same.
+        // What the integrals depend on: the process's cache serves this basis set only if all
+        // of it is the same.
         let identity = format!("{spherical:?} {shells:?} {nuclei:?} {engine:?}");
         Ok(BasisSet {
             shells,
@@ -173,7 +174,7 @@ impl BasisSet {
             nao,
             spherical,
             engine: integral::Basis::new(engine),
-            cache: std::cell::RefCell::new(super::engine::QuartetCache::for_basis(identity)),
+            cache: super::engine::QuartetCache::for_basis(identity),
             core_hamiltonian: Default::default(),
         })
     }

@@ -9,7 +9,7 @@
 use rustc_hash::FxHashMap;
 use sial_superinstructions::{Shape, permute};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 
 use integral::engine::os::{self, Prim};
 
@@ -124,8 +124,8 @@ pub(crate) fn quartet(basis: &BasisSet, q: [&Shell; 4], out: &mut Vec<f64>) {
 /// the blocks of (BA|CD), (CD|AB), … in another order; so each block is kept once, under the
 /// canonical ordering of its spans ([`canonical`]), and served to any of its 8 orderings: in
 /// place in the kept order, permuted otherwise (a copy, a fraction of computing it). Up to a
-/// budget of memory per worker ([`set_budget`]; 0 turns the cache off) the blocks first met are
-/// kept, and every other one is computed when needed: beyond the budget the integrals stay
+/// budget of memory per process ([`set_budget`]; 0 turns the cache off) the blocks first met
+/// are kept, and every other one is computed when needed: beyond the budget the integrals stay
 /// direct, never all n⁴.
 ///
 /// A block's contents are a function of its spans alone, whichever ordering was computed and
@@ -133,84 +133,41 @@ pub(crate) fn quartet(basis: &BasisSet, q: [&Shell; 4], out: &mut Vec<f64>) {
 /// the same four AOs ([`symmetrize`]). So a block served from the cache equals, bit for bit,
 /// the block computed afresh, and results do not depend on which worker computed what first.
 ///
-/// The programs of a job share its basis (SCF, transformation, CCSD all compute the same
-/// integrals), so when a program ends the cache of a job's basis set is left in the process
-/// ([`LEFT`]) for the next program's worker that builds the same basis set.
+/// The workers of a process (threads) and the programs of a job share one cache per basis
+/// set ([`QuartetCache::for_basis`]): SCF, transformation and CCSD compute the same integrals,
+/// and a block one worker computed serves the others.
 #[derive(Debug)]
 pub(crate) struct QuartetCache {
+    kept: RwLock<Blocks>,
+    budget: usize,
+}
+
+/// The blocks of a [`QuartetCache`] and their size.
+#[derive(Debug, Default)]
+struct Blocks {
     /// Whole blocks in the canonical ordering of their spans, by that ordering; shared with the
     /// calls that read them in place.
-    blocks: FxHashMap<SpanQuartet, Arc<[f64]>>,
+    map: FxHashMap<SpanQuartet, Arc<[f64]>>,
     bytes: usize,
-    budget: usize,
-    /// The basis set the blocks belong to (its shells, nuclei and form, as text), if the
-    /// cache is to be left for the next program; a copy or a subset of a basis has none.
-    basis: Option<Arc<str>>,
 }
 
 /// Where a block lies among the AOs: each dimension's first AO and extent.
 pub(crate) type SpanQuartet = [(usize, usize); 4];
 
-/// The integral cache's budget per worker in bytes, until [`set_budget`] is called.
+/// The integral cache's budget per process in bytes, until [`set_budget`] is called.
 pub const DEFAULT_BUDGET: usize = 64 << 20;
 
 static BUDGET: AtomicUsize = AtomicUsize::new(DEFAULT_BUDGET);
 
-/// Sets the memory each worker may keep integral blocks in (the caches made from now on).
+/// Sets the memory the process may keep integral blocks in (the caches made from now on).
 pub fn set_budget(bytes: usize) {
     BUDGET.store(bytes, Ordering::Relaxed);
 }
 
-/// Caches whose programs have ended, for the next program's workers (see [`Left`]).
-static LEFT: Mutex<Left> = Mutex::new(Left { caches: Vec::new() });
+/// The cache of the latest basis set built in the process, with the basis set's description.
+type Shared = Option<(String, Arc<QuartetCache>)>;
 
-/// At most this many caches are left in the process (one per worker thread of a job).
-const MOST_LEFT: usize = 256;
-
-/// Caches left by ended programs: at most one per worker that computed integrals, and only for
-/// the latest basis (a process that runs another job drops the previous one's).
-#[derive(Debug)]
-struct Left {
-    caches: Vec<QuartetCache>,
-}
-
-impl Left {
-    /// A cache left for `basis` whose size fits `budget`, if any.
-    fn take(&mut self, basis: &str, budget: usize) -> Option<QuartetCache> {
-        let i = self
-            .caches
-            .iter()
-            .position(|c| c.basis.as_deref() == Some(basis) && c.bytes <= budget)?;
-        Some(self.caches.swap_remove(i))
-    }
-
-    /// Keeps the blocks of `cache` (of basis `basis`) for a later program.
-    fn give(&mut self, basis: Arc<str>, cache: &mut QuartetCache) {
-        // Dropped here without going back to the pool (whose lock the caller holds).
-        self.caches.retain_mut(|c| {
-            let same = c.basis.as_deref() == Some(&*basis);
-            if !same {
-                c.basis = None;
-            }
-            same
-        });
-        if self.caches.len() < MOST_LEFT {
-            self.caches.push(QuartetCache {
-                blocks: std::mem::take(&mut cache.blocks),
-                bytes: std::mem::take(&mut cache.bytes),
-                budget: cache.budget,
-                basis: Some(basis),
-            });
-        }
-    }
-}
-
-/// A copy of a basis set starts with an empty cache (with the same budget).
-impl Clone for QuartetCache {
-    fn clone(&self) -> QuartetCache {
-        QuartetCache::with_budget(self.budget)
-    }
-}
+static SHARED: Mutex<Shared> = Mutex::new(None);
 
 impl Default for QuartetCache {
     fn default() -> QuartetCache {
@@ -245,28 +202,34 @@ impl Kept {
 impl QuartetCache {
     pub(crate) fn with_budget(budget: usize) -> QuartetCache {
         QuartetCache {
-            blocks: FxHashMap::default(),
-            bytes: 0,
+            kept: RwLock::default(),
             budget,
-            basis: None,
         }
     }
 
-    /// The cache for the basis set described by `basis`: the one an ended program left for
-    /// the same basis set, if it fits the budget, else an empty one.
-    pub(crate) fn for_basis(basis: String) -> QuartetCache {
-        let cache = QuartetCache::default();
-        let left = LEFT
-            .lock()
-            .ok()
-            .and_then(|mut l| l.take(&basis, cache.budget));
-        cache.adopt(basis.into(), left)
+    /// The process's cache for the basis set described by `basis` (its shells, nuclei and
+    /// form, as text): the one the workers and earlier programs of the job use, if it is for
+    /// the same basis set and budget, else a new one, which replaces it.
+    pub(crate) fn for_basis(basis: String) -> Arc<QuartetCache> {
+        let Ok(mut shared) = SHARED.lock() else {
+            return Arc::default();
+        };
+        let budget = BUDGET.load(Ordering::Relaxed);
+        match &*shared {
+            Some((b, cache)) if *b == basis && cache.budget == budget => Arc::clone(cache),
+            _ => {
+                let cache = Arc::new(QuartetCache::with_budget(budget));
+                *shared = Some((basis, Arc::clone(&cache)));
+                cache
+            }
+        }
     }
 
     /// The block of integrals of `spans`, in any of its orderings, if kept.
     pub(crate) fn block(&self, spans: &SpanQuartet) -> Option<Kept> {
         let (key, from) = canonical(*spans);
-        let data = self.blocks.get(&key)?;
+        let kept = self.kept.read().ok()?;
+        let data = kept.map.get(&key)?;
         Some(Kept {
             data: Arc::clone(data),
             shape: key.map(|(_, extent)| extent),
@@ -276,12 +239,16 @@ impl QuartetCache {
 
     /// Keeps a copy of the block of integrals `data` of `spans` (in its canonical ordering),
     /// if no ordering of it is kept and the budget has room.
-    pub(crate) fn keep_block(&mut self, spans: &SpanQuartet, data: &[f64]) {
+    pub(crate) fn keep_block(&self, spans: &SpanQuartet, data: &[f64]) {
         let (key, from) = canonical(*spans);
-        if self.blocks.contains_key(&key) || !self.reserve(data.len()) {
+        let bytes = data.len() * 8;
+        let fits = |b: &Blocks| !b.map.contains_key(&key) && b.bytes + bytes <= self.budget;
+        if !self.kept.read().is_ok_and(|b| fits(&b)) {
             return;
         }
-        let kept: Arc<[f64]> = if from == [0, 1, 2, 3] {
+        // Permuted outside the lock; another worker may keep the same block meanwhile, with the
+        // same contents.
+        let block: Arc<[f64]> = if from == [0, 1, 2, 3] {
             data.into()
         } else {
             // Dimension j of the canonical block is dimension order[j] of the computed one.
@@ -293,40 +260,11 @@ impl QuartetCache {
             permute4(&mut out, data, spans.map(|(_, extent)| extent), order);
             out.into()
         };
-        self.blocks.insert(key, kept);
-    }
-
-    /// Counts `values` more values against the budget, if they fit.
-    fn reserve(&mut self, values: usize) -> bool {
-        let bytes = values * 8;
-        let fits = self.bytes + bytes <= self.budget;
-        if fits {
-            self.bytes += bytes;
-        }
-        fits
-    }
-
-    /// This (empty) cache for `basis`, holding the blocks of `left` if given.
-    fn adopt(mut self, basis: Arc<str>, left: Option<QuartetCache>) -> QuartetCache {
-        if let Some(mut left) = left {
-            left.basis = None;
-            self.blocks = std::mem::take(&mut left.blocks);
-            self.bytes = left.bytes;
-        }
-        self.basis = Some(basis);
-        self
-    }
-}
-
-impl Drop for QuartetCache {
-    fn drop(&mut self) {
-        let Some(basis) = self.basis.take() else {
-            return;
-        };
-        if !self.blocks.is_empty()
-            && let Ok(mut left) = LEFT.lock()
+        if let Ok(mut kept) = self.kept.write()
+            && fits(&kept)
         {
-            left.give(basis, self);
+            kept.bytes += bytes;
+            kept.map.insert(key, block);
         }
     }
 }
@@ -580,34 +518,18 @@ mod tests {
     }
 
     #[test]
-    fn ended_programs_leave_their_cache_for_the_same_basis_only() {
-        let mut left = Left { caches: Vec::new() };
-        let span = [(0, 1); 4];
-        let filled = |basis: &str| {
-            let mut c = QuartetCache::with_budget(1 << 20).adopt(basis.into(), None);
-            c.keep_block(&span, &[1.0]);
-            c
-        };
-        let mut a = filled("A");
-        left.give("A".into(), &mut a);
-        assert!(a.blocks.is_empty() && left.caches.len() == 1);
-        assert!(left.take("B", 1 << 20).is_none(), "another basis");
-        assert!(left.take("A", 4).is_none(), "over the budget");
-        let got = QuartetCache::with_budget(1 << 20).adopt("A".into(), left.take("A", 1 << 20));
-        assert_eq!((got.blocks.len(), got.bytes), (1, 8));
-        assert!(left.caches.is_empty());
-        // A later basis drops the caches left for an earlier one.
-        left.give("A".into(), &mut filled("A"));
-        left.give("A".into(), &mut filled("A"));
-        left.give("B".into(), &mut filled("B"));
-        assert_eq!(left.caches.len(), 1);
-        assert!(left.take("A", 1 << 20).is_none());
-        // Those test caches must not reach the process's pool when dropped.
-        for c in &mut left.caches {
-            c.basis = None;
+    fn workers_and_programs_share_the_cache_of_one_basis() {
+        // Other tests build other basis sets in parallel, which replace the process's cache:
+        // these descriptions are this test's own, and the checks hold whoever came between.
+        let a = QuartetCache::for_basis("sharing test A".into());
+        a.keep_block(&[(0, 1); 4], &[1.0]);
+        let again = QuartetCache::for_basis("sharing test A".into());
+        if Arc::ptr_eq(&a, &again) {
+            assert!(again.block(&[(0, 1); 4]).is_some());
         }
-        let mut got = got;
-        got.basis = None;
+        let b = QuartetCache::for_basis("sharing test B".into());
+        assert!(!Arc::ptr_eq(&a, &b), "another basis gets another cache");
+        assert!(b.block(&[(0, 1); 4]).is_none());
     }
 
     /// The 8 orderings of a quartet of positions under the permutational symmetry.
@@ -664,7 +586,7 @@ mod tests {
         let case = Case::load("synthetic_spherical");
         let basis = BasisSet::from_setup(&case.context()).expect("basis");
         let basis = BasisSet {
-            cache: std::cell::RefCell::new(QuartetCache::with_budget(1 << 30)),
+            cache: Arc::new(QuartetCache::with_budget(1 << 30)),
             ..basis
         };
         // Spans of whole shells: (first AO, extent).
@@ -682,23 +604,24 @@ mod tests {
             dense(&mut Quartets::new(&basis), &basis, shells, &mut out);
             out
         };
-        assert!(basis.cache.borrow().block(&spans).is_none());
-        basis.cache.borrow_mut().keep_block(&spans, &block(spans));
-        assert_eq!(basis.cache.borrow().blocks.len(), 1);
+        let count = || basis.cache.kept.read().map(|k| k.map.len()).unwrap_or(0);
+        assert!(basis.cache.block(&spans).is_none());
+        basis.cache.keep_block(&spans, &block(spans));
+        assert_eq!(count(), 1);
         for order in ORDERINGS {
             let asked = order.map(|d| spans[d]);
-            let kept = basis.cache.borrow().block(&asked).expect("kept");
+            let kept = basis.cache.block(&asked).expect("kept");
             let mut got = vec![f64::NAN; kept.data.len()];
             kept.copy_to(&mut got);
             assert_eq!(got, block(asked), "{asked:?}");
             // Keeping another ordering adds nothing.
-            basis.cache.borrow_mut().keep_block(&asked, &got);
-            assert_eq!(basis.cache.borrow().blocks.len(), 1);
+            basis.cache.keep_block(&asked, &got);
+            assert_eq!(count(), 1);
         }
         // Without room nothing is kept.
-        let mut none = QuartetCache::with_budget(8);
+        let none = QuartetCache::with_budget(8);
         none.keep_block(&spans, &block(spans));
-        assert!(none.blocks.is_empty() && none.bytes == 0);
+        assert!(none.block(&spans).is_none());
     }
 
     #[test]

@@ -48,15 +48,13 @@ pub(crate) fn block_integrals(
     data: &mut [f64],
 ) -> Option<Kept> {
     let key = [0, 1, 2, 3].map(|d| (spans[d].offset, spans[d].extent));
-    if let Some(kept) = basis.cache.try_borrow().ok().and_then(|c| c.block(&key))
+    if let Some(kept) = basis.cache.block(&key)
         && kept.data.len() == data.len()
     {
         return Some(kept);
     }
     fill_integrals(basis, spans, shape, data);
-    if let Ok(mut cache) = basis.cache.try_borrow_mut() {
-        cache.keep_block(&key, data);
-    }
+    basis.cache.keep_block(&key, data);
     None
 }
 

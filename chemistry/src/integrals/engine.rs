@@ -400,13 +400,7 @@ fn canonical<T: Copy + Ord>(q: [T; 4]) -> ([T; 4], [usize; 4]) {
 
 /// Puts the row-major function block `f` (dims `comps`) into the column-major quartet batch
 /// `out` (dims `len`) starting at AO `first` of each shell.
-pub(crate) fn scatter4(
-    f: &[f64],
-    comps: [usize; 4],
-    first: [usize; 4],
-    len: [usize; 4],
-    out: &mut [f64],
-) {
+fn scatter4(f: &[f64], comps: [usize; 4], first: [usize; 4], len: [usize; 4], out: &mut [f64]) {
     let mut p = 0;
     for a in 0..comps[0] {
         for b in 0..comps[1] {
@@ -425,7 +419,7 @@ pub(crate) fn scatter4(
 
 /// Applies each shell's transform to its axis of the row-major block `block` (dims `dims`, the
 /// shells' Cartesian component counts) and returns the row-major block over ACES4's functions.
-pub(crate) fn transform(mut block: Vec<f64>, dims: &[usize], shells: &[&Shell]) -> Vec<f64> {
+fn transform(mut block: Vec<f64>, dims: &[usize], shells: &[&Shell]) -> Vec<f64> {
     let mut dims = dims.to_vec();
     for (axis, shell) in shells.iter().enumerate() {
         if let Some(t) = &shell.transform {

@@ -347,8 +347,9 @@ fn fock_build(ctx: &mut dyn Context, args: &mut [Arg], class: Class) -> Result<(
         }
         // A `w` argument arrives zero-filled, so a block read in place is still zero.
         match (class, kept) {
-            (Class::OneFold, Some(k)) => k.copy_to(&mut aoint.data),
-            (Class::OneFold, None) => {}
+            (Class::OneFold, Some(k)) if k.in_order() => k.copy_to(&mut aoint.data),
+            // Computed or permuted into the block: it holds the integrals already.
+            (Class::OneFold, _) => {}
             (_, Some(k)) if k.in_order() => {}
             (_, _) => aoint.data.fill(0.0),
         }

@@ -333,13 +333,14 @@ impl<'a> Quartets<'a> {
 /// `dst[i0,i1,i2,i3] = src[j]` with `j[perm[d]] = i_d`, for a column-major `src` of extents
 /// `extents` and a `dst` of the same size.
 fn permute4(dst: &mut [f64], src: &[f64], extents: [usize; 4], perm: [usize; 4]) {
-    let shapes = Shape::new(&extents).and_then(|s| Ok((Shape::new(&perm.map(|d| extents[d]))?, s)));
     // The shapes and the permutation are right by construction (they come from the spans), so
     // the kernel's checks cannot fail here.
-    if let Ok((to, from)) = shapes {
-        let done = permute(dst, &to, src, &from, &perm);
-        debug_assert!(done.is_ok(), "{done:?}");
-    }
+    let (Ok(from), Ok(to)) = (Shape::new(&extents), Shape::new(&perm.map(|d| extents[d]))) else {
+        debug_assert!(false, "block extents {extents:?}");
+        return;
+    };
+    let done = permute(dst, &to, src, &from, &perm);
+    debug_assert!(done.is_ok(), "{done:?}");
 }
 
 /// Gives every element of the batch of canonical quartet `q` (element (a, b, c, d) at

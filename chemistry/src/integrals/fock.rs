@@ -334,24 +334,27 @@ fn fock_build(ctx: &mut dyn Context, args: &mut [Arg], class: Class) -> Result<(
             f: [&mut fa.data, &mut fb.data],
             offsets: [0, 1, 2, 3].map(|d| s[d].offset),
         };
-        // The whole block of integrals first (kept from an earlier iteration, or computed into
-        // the block), then all the class's terms in one pass over it.
-        let kept = block_integrals(basis, &s, &shape, &mut aoint.data);
-        match &kept {
-            Some(k) if k.in_order() => m.add(class.terms(), &k.data, shape)?,
+        // The whole block of integrals first (read in place where the cache keeps it in this
+        // order, else computed or permuted into the block), then all the class's terms in one
+        // pass over it.
+        let in_place = match block_integrals(basis, &s, &shape, &mut aoint.data) {
+            Some(k) if k.in_order() => Some(k.data),
             Some(k) => {
                 k.copy_to(&mut aoint.data);
-                m.add(class.terms(), &aoint.data, shape)?;
+                None
             }
-            None => m.add(class.terms(), &aoint.data, shape)?,
-        }
+            None => None,
+        };
+        m.add(
+            class.terms(),
+            in_place.as_deref().unwrap_or(&aoint.data),
+            shape,
+        )?;
         // A `w` argument arrives zero-filled, so a block read in place is still zero.
-        match (class, kept) {
-            (Class::OneFold, Some(k)) if k.in_order() => k.copy_to(&mut aoint.data),
-            // Computed or permuted into the block: it holds the integrals already.
-            (Class::OneFold, _) => {}
-            (_, Some(k)) if k.in_order() => {}
-            (_, _) => aoint.data.fill(0.0),
+        match (class, in_place) {
+            (Class::OneFold, Some(data)) => aoint.data.copy_from_slice(&data),
+            (Class::OneFold, None) | (_, Some(_)) => {}
+            (_, None) => aoint.data.fill(0.0),
         }
         Ok(())
     })

@@ -22,7 +22,7 @@ fn quiet_sections_send_no_sync() {
     // 40 Syncs per worker if every barrier synced with every server.
     for w in run.stats["workers"].as_array().expect("workers") {
         let sent = n(&w["messages_sent"]);
-        let work = n(&w["puts"]) + n(&w["blocks_fetched"]);
+        let work = n(&w["put_messages"]) + n(&w["blocks_fetched"]);
         assert!(
             sent >= work && sent - work < 20,
             "worker {}: {sent} messages for {work} puts and fetches",

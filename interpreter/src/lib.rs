@@ -19,6 +19,7 @@ pub mod server;
 pub mod setup;
 pub mod specials;
 pub mod store;
+mod sum;
 pub mod trace;
 pub mod worker;
 

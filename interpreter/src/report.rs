@@ -219,6 +219,7 @@ pub fn stats_json(r: &Report) -> Value {
                 "gets": w.gets,
                 "get_hits": w.get_hits,
                 "puts": w.puts,
+                "put_messages": w.put_messages,
                 "blocks_fetched": w.blocks_fetched,
                 "blocks_evicted": w.blocks_evicted,
                 "blocks_refetched": w.refetched,

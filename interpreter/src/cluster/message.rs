@@ -107,6 +107,20 @@ impl ToServer {
         }
     }
 
+    /// The array it is about; `None` for those about the worker's whole section.
+    pub fn array(&self) -> Option<u32> {
+        match self {
+            ToServer::Get { array, .. }
+            | ToServer::Put { array, .. }
+            | ToServer::Delete { array, .. }
+            | ToServer::SetPersistent { array, .. }
+            | ToServer::RestorePersistent { array, .. }
+            | ToServer::SnapshotKeys { array, .. }
+            | ToServer::Snapshot { array, .. } => Some(*array),
+            ToServer::Claims { .. } | ToServer::Sync { .. } | ToServer::EndProgram { .. } => None,
+        }
+    }
+
     /// Whether the server answers it. The worker waits for the answer, so a transport that
     /// holds requests to send several together sends this one at once.
     pub fn has_reply(&self) -> bool {

@@ -39,6 +39,11 @@ pub trait WorkerLink {
     fn broadcast(&mut self, root: usize, data: Vec<f64>) -> Result<Vec<f64>>;
     /// True when another rank has failed and this one should stop.
     fn aborted(&self) -> bool;
+    /// Whether a request costs a message to another rank, so that a worker sums its
+    /// `put +=` terms to a block before sending them (not where the server is called in place).
+    fn sums_puts(&self) -> bool {
+        true
+    }
 }
 
 /// A server's connection to the workers.

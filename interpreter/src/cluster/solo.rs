@@ -91,4 +91,9 @@ impl WorkerLink for Solo<'_, '_> {
     fn aborted(&self) -> bool {
         false
     }
+    fn sums_puts(&self) -> bool {
+        // The server is called in place: a put costs no message, and summing first would add
+        // a pass over each block.
+        false
+    }
 }

@@ -11,6 +11,7 @@
 use super::race::Mode;
 use crate::error::{Result, RuntimeError};
 use crate::store::{Block, BlockKey, KeyMap};
+use crate::sum::{compensated_add_block, compensated_add_scalar};
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -108,38 +109,6 @@ pub struct BlockStore {
 pub enum Addend<'a> {
     Block(&'a [f64]),
     Scalar(f64),
-}
-
-/// `(hi, lo) += x` in double-double arithmetic: `hi` stays the correctly rounded sum of
-/// everything added, whatever the order of the additions (up to a rounding tie).
-/// Branch-free (an overflow is selected afterwards), so that loops over blocks vectorise.
-#[inline(always)]
-fn compensated_add(hi: &mut f64, lo: &mut f64, x: f64) {
-    let s = *hi + x;
-    let b = s - *hi;
-    let e = (*hi - (s - b)) + (x - b);
-    let t = *lo + e;
-    let h = s + t;
-    let finite = s.is_finite();
-    *lo = if finite { t - (h - s) } else { 0.0 };
-    *hi = if finite { h } else { s };
-}
-
-/// `(hi, lo) += x` element by element. Compiled for each vector width the CPU may have, with
-/// the same arithmetic (no fused multiply-add) and so the same bits in every version.
-#[multiversion::multiversion(targets("x86_64+avx512f", "x86_64+avx2"))]
-fn compensated_add_block(hi: &mut [f64], lo: &mut [f64], x: &[f64]) {
-    for ((h, l), &x) in hi.iter_mut().zip(lo.iter_mut()).zip(x) {
-        compensated_add(h, l, x);
-    }
-}
-
-/// `(hi, lo) += v` for every element, as [`compensated_add_block`].
-#[multiversion::multiversion(targets("x86_64+avx512f", "x86_64+avx2"))]
-fn compensated_add_scalar(hi: &mut [f64], lo: &mut [f64], v: f64) {
-    for (h, l) in hi.iter_mut().zip(lo.iter_mut()) {
-        compensated_add(h, l, v);
-    }
 }
 
 impl BlockStore {

@@ -76,8 +76,10 @@ pub(super) struct Cache {
     bytes: usize,
     budget: usize,
     /// Bytes of the worker's own blocks (local, temp, static, regions): the budget's rest is
-    /// for fetched blocks.
+    /// for fetched blocks and sums.
     local_bytes: usize,
+    /// Bytes of the sums of `put +=` terms not sent yet (never evicted: sent to make room).
+    sums_bytes: usize,
     /// Counts uses, for least-recently-used eviction.
     clock: u64,
 }
@@ -89,6 +91,7 @@ impl Cache {
             bytes: 0,
             budget,
             local_bytes: 0,
+            sums_bytes: 0,
             clock: 0,
         }
     }
@@ -148,7 +151,17 @@ impl Cache {
     /// The worker's own blocks now hold `local` bytes; whether the fetched ones still fit.
     pub(super) fn set_local(&mut self, local: usize) -> bool {
         self.local_bytes = local;
-        local + self.bytes <= self.budget
+        self.fits(0)
+    }
+
+    /// The sums not sent yet now hold `bytes`.
+    pub(super) fn set_sums(&mut self, bytes: usize) {
+        self.sums_bytes = bytes;
+    }
+
+    /// Whether `bytes` more fit in the budget without evicting anything.
+    pub(super) fn fits(&self, bytes: usize) -> bool {
+        self.bytes + self.local_bytes + self.sums_bytes + bytes <= self.budget
     }
 
     /// The copy of `key` is stale (a put, or the worker's own write): dropped, and a reply
@@ -206,7 +219,7 @@ impl Cache {
         sites: &mut Sites,
     ) -> Option<u64> {
         let mut evicted = 0;
-        while self.bytes + self.local_bytes + bytes > self.budget {
+        while !self.fits(bytes) {
             let speculative = if for_prefetch {
                 None
             } else {

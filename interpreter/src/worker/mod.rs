@@ -16,6 +16,7 @@ pub mod prefetch;
 mod progress;
 pub(crate) mod remote;
 mod scopes;
+mod sums;
 
 use crate::cluster::WorkerLink;
 use crate::cluster::message::{ServerStats, ToServer};

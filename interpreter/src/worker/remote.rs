@@ -5,11 +5,13 @@
 
 use super::cache::{Cache, Entry, Slot};
 use super::prefetch::{SiteStats, Sites, merge_sites};
-use crate::cluster::message::{Claim, Origin, ServerStats, ToServer, ToWorker};
+use super::sums::{Sums, accumulate};
+use crate::cluster::message::{Claim, Origin, Payload, ServerStats, ToServer, ToWorker};
 use crate::cluster::{Abort, WorkerLink};
 use crate::error::{Result, RuntimeError};
 use crate::options::PrefetchMode;
 use crate::store::{Block, BlockKey};
+use sial_bytecode::PutOp;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -38,6 +40,8 @@ pub struct WorkerStats {
     pub gets: u64,
     pub get_hits: u64,
     pub puts: u64,
+    /// Requests carrying a put's data: `put +=` terms summed per block go together.
+    pub put_messages: u64,
     pub blocks_fetched: u64,
     pub blocks_evicted: u64,
     pub refetched: u64,
@@ -88,6 +92,7 @@ impl WorkerStats {
         self.gets += o.gets;
         self.get_hits += o.get_hits;
         self.puts += o.puts;
+        self.put_messages += o.put_messages;
         self.blocks_fetched += o.blocks_fetched;
         self.blocks_evicted += o.blocks_evicted;
         self.refetched += o.refetched;
@@ -129,6 +134,8 @@ pub(crate) struct Net<'a> {
     pub stats: WorkerStats,
     /// Per server: prefetched blocks a `get` used in this section, reported at the barrier.
     claims: Vec<Vec<Claim>>,
+    /// This section's `put +=` terms, summed per block until sent.
+    sums: Sums,
 }
 
 /// What a get needs to know besides the key.
@@ -163,6 +170,7 @@ impl<'a> Net<'a> {
             ended: Vec::new(),
             stats: WorkerStats::default(),
             claims: vec![Vec::new(); servers],
+            sums: Sums::default(),
         }
     }
 
@@ -179,7 +187,7 @@ impl<'a> Net<'a> {
     /// The worker's own blocks now hold `local` bytes: fetched blocks not in use are evicted
     /// until everything fits in the budget; an error if it cannot.
     pub fn hold_local(&mut self, local: usize, what: &dyn Fn() -> String) -> Result<()> {
-        if self.cache.set_local(local) || self.make_room(0, false) {
+        if self.cache.set_local(local) || self.make_room(0, false) || self.room_from_sums(0)? {
             return Ok(());
         }
         Err(RuntimeError::program(format!(
@@ -225,9 +233,46 @@ impl<'a> Net<'a> {
         }
     }
 
+    /// Sends a request, after the sums it must follow: those of its array, or all of them
+    /// for a request about the whole section (a barrier's, the end of the program).
     fn send(&mut self, server: usize, msg: ToServer) -> Result<()> {
+        match msg.array() {
+            Some(array) if self.sums.holds(array) => {
+                let sums = self.sums.take_array(array);
+                self.send_sums(sums)?;
+            }
+            None if !self.sums.is_empty() => self.send_all_sums()?,
+            _ => {}
+        }
+        self.send_now(server, msg)
+    }
+
+    fn send_all_sums(&mut self) -> Result<()> {
+        let sums = self.sums.take_all();
+        self.send_sums(sums)
+    }
+
+    fn send_sums(&mut self, sums: Vec<(usize, ToServer)>) -> Result<()> {
+        self.cache.set_sums(self.sums.bytes());
+        sums.into_iter()
+            .try_for_each(|(server, msg)| self.send_now(server, msg))
+    }
+
+    /// With no room for `bytes` more, the sums held are sent; whether `bytes` then fit.
+    fn room_from_sums(&mut self, bytes: usize) -> Result<bool> {
+        if self.sums.is_empty() {
+            return Ok(false);
+        }
+        self.send_all_sums()?;
+        Ok(self.make_room(bytes, false))
+    }
+
+    fn send_now(&mut self, server: usize, msg: ToServer) -> Result<()> {
         if let Some(u) = self.unsynced.get_mut(server) {
             *u = true;
+        }
+        if matches!(msg, ToServer::Put { .. }) {
+            self.stats.put_messages += 1;
         }
         self.stats.messages_sent += 1;
         self.stats.bytes_sent += msg.payload_bytes() as u64;
@@ -430,7 +475,7 @@ impl<'a> Net<'a> {
 
     /// Room for the block of a `get`, or the error naming it.
     fn room_for_get(&mut self, w: &Wanted<'_>) -> Result<()> {
-        if self.make_room(w.bytes, false) {
+        if self.make_room(w.bytes, false) || self.room_from_sums(w.bytes)? {
             return Ok(());
         }
         Err(RuntimeError::program(format!(
@@ -532,11 +577,46 @@ impl<'a> Net<'a> {
     }
 
     /// A block this worker put: its fetched copy (if any) is stale and is fetched again when
-    /// read.
+    /// read. A `put +=` of a block is summed with this section's other terms to the block
+    /// (where a request costs a message and the worker memory budget has room), and sent later.
     pub fn put(&mut self, server: usize, msg: ToServer, array: u32, key: BlockKey) -> Result<()> {
         self.stats.puts += 1;
         self.cache.invalidate((array, key), &mut self.sites);
-        self.send(server, msg)
+        match msg {
+            ToServer::Put {
+                from,
+                shape,
+                op: PutOp::Accumulate,
+                payload: Payload::Block(data),
+                ..
+            } if self.link.sums_puts() => self.sum(server, from, array, key, shape, data),
+            msg => self.send(server, msg),
+        }
+    }
+
+    fn sum(
+        &mut self,
+        server: usize,
+        from: Origin,
+        array: u32,
+        key: BlockKey,
+        shape: Vec<usize>,
+        data: Vec<f64>,
+    ) -> Result<()> {
+        if !self.cache.fits(self.sums.growth(array, &key, data.len())) {
+            self.send_all_sums()?;
+        }
+        let unsummed = if self.cache.fits(self.sums.growth(array, &key, data.len())) {
+            self.sums.add(server, from, array, key, shape, data)
+        } else {
+            // No room even with no sums held: the term goes as it is.
+            Some(accumulate(from, array, key, shape, data))
+        };
+        self.cache.set_sums(self.sums.bytes());
+        match unsummed {
+            Some(msg) => self.send_now(server, msg),
+            None => Ok(()),
+        }
     }
 
     /// Blocks fetched in a scope that closes become evictable.
@@ -562,6 +642,7 @@ impl<'a> Net<'a> {
     /// applied this worker's requests; meet the other workers; start the next section.
     pub fn barrier(&mut self, line: u32) -> Result<()> {
         let started = Instant::now();
+        self.send_all_sums()?;
         self.cache.clear(&mut self.sites);
         self.synced = 0;
         let from = self.origin(line);

@@ -1,0 +1,276 @@
+//! A worker's `put +=` and `prepare +=` terms to each block in the current section, summed here
+//! and sent once per block: before the barrier, before any other request about the same array,
+//! or when the worker memory budget has no room for them. A pardo that adds to the same blocks
+//! in every iteration (the CCSD's AO ladder adds to its whole result array once per
+//! iteration) then sends each block once per section instead of once per iteration.
+//!
+//! The sum is double-double ([`crate::sum`]); its high and low parts go to the server as two
+//! terms, so the server's sum is the one the terms sent one by one would give.
+
+use crate::cluster::message::{Origin, Payload, ToServer};
+use crate::store::{BlockKey, KeyMap};
+use crate::sum::compensated_add_block;
+use sial_bytecode::PutOp;
+
+/// The terms of one block summed so far.
+struct Pending {
+    server: usize,
+    /// The first term's origin (the section is the same for all).
+    from: Origin,
+    array: u32,
+    key: BlockKey,
+    shape: Vec<usize>,
+    hi: Vec<f64>,
+    /// The low part, from the second term on.
+    lo: Option<Vec<f64>>,
+}
+
+#[derive(Default)]
+pub(super) struct Sums {
+    /// In the order of their first terms, which is the order they are sent in.
+    pending: Vec<Pending>,
+    index: KeyMap<(u32, BlockKey), usize>,
+    /// Blocks pending per array.
+    per_array: Vec<u32>,
+    bytes: usize,
+}
+
+impl Sums {
+    /// Bytes held.
+    pub(super) fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    pub(super) fn is_empty(&self) -> bool {
+        self.pending.is_empty()
+    }
+
+    /// Whether terms to a block of `array` are held.
+    pub(super) fn holds(&self, array: u32) -> bool {
+        self.per_array.get(array as usize).is_some_and(|&n| n > 0)
+    }
+
+    /// The bytes that adding a term of `len` values to the block would take.
+    pub(super) fn growth(&self, array: u32, key: &BlockKey, len: usize) -> usize {
+        match self.index.get(&(array, *key)).map(|&i| &self.pending[i]) {
+            None => len * 8,
+            Some(p) if p.hi.len() != len => len * 8,
+            Some(p) if p.lo.is_none() => len * 8,
+            Some(_) => 0,
+        }
+    }
+
+    /// Adds a term; returns it when it cannot be summed with the terms held (another shape for
+    /// the same block, a malformed request the server will report): it goes as it is.
+    pub(super) fn add(
+        &mut self,
+        server: usize,
+        from: Origin,
+        array: u32,
+        key: BlockKey,
+        shape: Vec<usize>,
+        data: Vec<f64>,
+    ) -> Option<ToServer> {
+        let Some(&i) = self.index.get(&(array, key)) else {
+            self.bytes += data.len() * 8;
+            self.index.insert((array, key), self.pending.len());
+            if self.per_array.len() <= array as usize {
+                self.per_array.resize(array as usize + 1, 0);
+            }
+            self.per_array[array as usize] += 1;
+            self.pending.push(Pending {
+                server,
+                from,
+                array,
+                key,
+                shape,
+                hi: data,
+                lo: None,
+            });
+            return None;
+        };
+        let p = &mut self.pending[i];
+        if p.shape != shape || p.hi.len() != data.len() {
+            return Some(accumulate(from, array, key, shape, data));
+        }
+        let lo = p.lo.get_or_insert_with(|| {
+            self.bytes += data.len() * 8;
+            vec![0.0; data.len()]
+        });
+        compensated_add_block(&mut p.hi, lo, &data);
+        None
+    }
+
+    /// Every sum held, as the requests that send it (server, request), in order.
+    pub(super) fn take_all(&mut self) -> Vec<(usize, ToServer)> {
+        self.index.clear();
+        self.per_array.iter_mut().for_each(|n| *n = 0);
+        self.bytes = 0;
+        std::mem::take(&mut self.pending)
+            .into_iter()
+            .flat_map(requests)
+            .collect()
+    }
+
+    /// The sums held for blocks of `array`, as [`Sums::take_all`]; the others stay.
+    pub(super) fn take_array(&mut self, array: u32) -> Vec<(usize, ToServer)> {
+        let (taken, kept): (Vec<Pending>, Vec<Pending>) = std::mem::take(&mut self.pending)
+            .into_iter()
+            .partition(|p| p.array == array);
+        self.pending = kept;
+        self.index = self
+            .pending
+            .iter()
+            .enumerate()
+            .map(|(i, p)| ((p.array, p.key), i))
+            .collect();
+        if let Some(n) = self.per_array.get_mut(array as usize) {
+            *n = 0;
+        }
+        self.bytes = self.pending.iter().map(bytes_of).sum();
+        taken.into_iter().flat_map(requests).collect()
+    }
+}
+
+fn bytes_of(p: &Pending) -> usize {
+    (p.hi.len() + p.lo.as_ref().map_or(0, Vec::len)) * 8
+}
+
+/// A `put +=` of `data` to the block.
+pub(super) fn accumulate(
+    from: Origin,
+    array: u32,
+    key: BlockKey,
+    shape: Vec<usize>,
+    data: Vec<f64>,
+) -> ToServer {
+    ToServer::Put {
+        from,
+        array,
+        key,
+        shape,
+        op: PutOp::Accumulate,
+        payload: Payload::Block(data),
+    }
+}
+
+/// The high part, then the low part unless it is all zeros (a single term).
+fn requests(p: Pending) -> Vec<(usize, ToServer)> {
+    let Pending {
+        server,
+        from,
+        array,
+        key,
+        shape,
+        hi,
+        lo,
+    } = p;
+    let lo = lo.filter(|lo| lo.iter().any(|&x| x != 0.0));
+    let mut out = Vec::with_capacity(2);
+    if let Some(lo) = lo {
+        out.push((server, accumulate(from, array, key, shape.clone(), hi)));
+        out.push((server, accumulate(from, array, key, shape, lo)));
+    } else {
+        out.push((server, accumulate(from, array, key, shape, hi)));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(i: i32) -> BlockKey {
+        BlockKey {
+            segments: [i, 0, 0, 0, 0, 0],
+            parents: [0; 6],
+        }
+    }
+
+    fn from(line: u32) -> Origin {
+        Origin {
+            worker: 0,
+            section: 0,
+            line,
+        }
+    }
+
+    fn data(msg: &ToServer) -> (u32, BlockKey, u32, Vec<f64>) {
+        match msg {
+            ToServer::Put {
+                from,
+                array,
+                key,
+                op: PutOp::Accumulate,
+                payload: Payload::Block(d),
+                ..
+            } => (*array, *key, from.line, d.clone()),
+            other => panic!("not an accumulate: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn terms_to_one_block_go_as_one_sum_in_order_of_first_terms() {
+        let mut s = Sums::default();
+        assert!(
+            s.add(1, from(10), 3, key(1), vec![2], vec![1.0, 2.0])
+                .is_none()
+        );
+        assert!(s.add(0, from(11), 3, key(2), vec![1], vec![5.0]).is_none());
+        assert!(
+            s.add(1, from(12), 3, key(1), vec![2], vec![1e16, 1.0])
+                .is_none()
+        );
+        assert!(
+            s.add(1, from(12), 3, key(1), vec![2], vec![-1e16, 4.0])
+                .is_none()
+        );
+        assert_eq!(s.bytes(), 5 * 8);
+        assert!(s.holds(3) && !s.holds(2) && !s.holds(40));
+        let sent = s.take_all();
+        // Block 1: high part, then a low part of zeros is left out: 1 + 1e16 - 1e16 = 1 exactly.
+        assert_eq!(sent.len(), 2);
+        assert_eq!(sent[0].0, 1);
+        assert_eq!(data(&sent[0].1), (3, key(1), 10, vec![1.0, 7.0]));
+        assert_eq!(sent[1].0, 0);
+        assert_eq!(data(&sent[1].1), (3, key(2), 11, vec![5.0]));
+        assert!(s.is_empty() && s.bytes() == 0 && !s.holds(3));
+    }
+
+    #[test]
+    fn a_low_part_goes_after_its_high_part() {
+        let mut s = Sums::default();
+        s.add(0, from(1), 0, key(0), vec![1], vec![1.0]);
+        s.add(0, from(1), 0, key(0), vec![1], vec![1e-20]);
+        let sent = s.take_all();
+        assert_eq!(sent.len(), 2);
+        assert_eq!(data(&sent[0].1).3, vec![1.0]);
+        assert_eq!(data(&sent[1].1).3, vec![1e-20]);
+    }
+
+    #[test]
+    fn one_array_is_taken_and_the_others_stay() {
+        let mut s = Sums::default();
+        s.add(0, from(1), 0, key(0), vec![1], vec![1.0]);
+        s.add(0, from(1), 1, key(0), vec![1], vec![2.0]);
+        s.add(0, from(1), 0, key(1), vec![1], vec![3.0]);
+        let sent = s.take_array(0);
+        assert_eq!(sent.len(), 2);
+        assert!(!s.holds(0) && s.holds(1));
+        assert_eq!(s.bytes(), 8);
+        assert_eq!(s.growth(1, &key(0), 1), 8, "a second term adds a low part");
+        assert_eq!(s.growth(0, &key(0), 1), 8, "a new block");
+        s.add(0, from(1), 1, key(0), vec![1], vec![2.0]);
+        assert_eq!(s.growth(1, &key(0), 1), 0);
+        assert_eq!(data(&s.take_all()[0].1).3, vec![4.0]);
+    }
+
+    #[test]
+    fn a_term_of_another_shape_is_not_summed() {
+        let mut s = Sums::default();
+        s.add(0, from(1), 0, key(0), vec![1], vec![1.0]);
+        let back = s.add(0, from(2), 0, key(0), vec![2], vec![1.0, 2.0]);
+        assert_eq!(back.map(|m| data(&m).3), Some(vec![1.0, 2.0]));
+        assert_eq!(s.bytes(), 8);
+    }
+}

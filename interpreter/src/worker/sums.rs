@@ -27,12 +27,19 @@ struct Pending {
 
 #[derive(Default)]
 pub(super) struct Sums {
-    /// In the order of their first terms, which is the order they are sent in.
-    pending: Vec<Pending>,
-    index: KeyMap<(u32, BlockKey), usize>,
-    /// Blocks pending per array.
-    per_array: Vec<u32>,
+    /// Per array (by number): its blocks' sums.
+    arrays: Vec<ArraySums>,
+    /// Arrays with sums held.
+    holding: usize,
     bytes: usize,
+}
+
+/// The sums to blocks of one array, in the order of their first terms (the order they are sent
+/// in).
+#[derive(Default)]
+struct ArraySums {
+    pending: Vec<Pending>,
+    index: KeyMap<BlockKey, usize>,
 }
 
 impl Sums {
@@ -42,20 +49,26 @@ impl Sums {
     }
 
     pub(super) fn is_empty(&self) -> bool {
-        self.pending.is_empty()
+        self.holding == 0
     }
 
     /// Whether terms to a block of `array` are held.
     pub(super) fn holds(&self, array: u32) -> bool {
-        self.per_array.get(array as usize).is_some_and(|&n| n > 0)
+        self.arrays
+            .get(array as usize)
+            .is_some_and(|a| !a.pending.is_empty())
+    }
+
+    fn held(&self, array: u32, key: &BlockKey) -> Option<&Pending> {
+        let a = self.arrays.get(array as usize)?;
+        a.index.get(key).map(|&i| &a.pending[i])
     }
 
     /// The bytes that adding a term of `len` values to the block would take.
     pub(super) fn growth(&self, array: u32, key: &BlockKey, len: usize) -> usize {
-        match self.index.get(&(array, *key)).map(|&i| &self.pending[i]) {
+        match self.held(array, key) {
             None => len * 8,
-            Some(p) if p.hi.len() != len => len * 8,
-            Some(p) if p.lo.is_none() => len * 8,
+            Some(p) if p.hi.len() != len || p.lo.is_none() => len * 8,
             Some(_) => 0,
         }
     }
@@ -71,14 +84,18 @@ impl Sums {
         shape: Vec<usize>,
         data: Vec<f64>,
     ) -> Option<ToServer> {
-        let Some(&i) = self.index.get(&(array, key)) else {
-            self.bytes += data.len() * 8;
-            self.index.insert((array, key), self.pending.len());
-            if self.per_array.len() <= array as usize {
-                self.per_array.resize(array as usize + 1, 0);
+        if self.arrays.len() <= array as usize {
+            self.arrays
+                .resize_with(array as usize + 1, ArraySums::default);
+        }
+        let sums = &mut self.arrays[array as usize];
+        let Some(&i) = sums.index.get(&key) else {
+            if sums.pending.is_empty() {
+                self.holding += 1;
             }
-            self.per_array[array as usize] += 1;
-            self.pending.push(Pending {
+            self.bytes += data.len() * 8;
+            sums.index.insert(key, sums.pending.len());
+            sums.pending.push(Pending {
                 server,
                 from,
                 array,
@@ -89,7 +106,7 @@ impl Sums {
             });
             return None;
         };
-        let p = &mut self.pending[i];
+        let p = &mut sums.pending[i];
         if p.shape != shape || p.hi.len() != data.len() {
             return Some(accumulate(from, array, key, shape, data));
         }
@@ -101,33 +118,28 @@ impl Sums {
         None
     }
 
-    /// Every sum held, as the requests that send it (server, request), in order.
+    /// Every sum held, as the requests that send it (server, request): array by array, each
+    /// in the order of first terms.
     pub(super) fn take_all(&mut self) -> Vec<(usize, ToServer)> {
-        self.index.clear();
-        self.per_array.iter_mut().for_each(|n| *n = 0);
-        self.bytes = 0;
-        std::mem::take(&mut self.pending)
-            .into_iter()
-            .flat_map(requests)
-            .collect()
+        let mut out = Vec::new();
+        for array in 0..self.arrays.len() as u32 {
+            out.extend(self.take_array(array));
+        }
+        out
     }
 
     /// The sums held for blocks of `array`, as [`Sums::take_all`]; the others stay.
     pub(super) fn take_array(&mut self, array: u32) -> Vec<(usize, ToServer)> {
-        let (taken, kept): (Vec<Pending>, Vec<Pending>) = std::mem::take(&mut self.pending)
-            .into_iter()
-            .partition(|p| p.array == array);
-        self.pending = kept;
-        self.index = self
-            .pending
-            .iter()
-            .enumerate()
-            .map(|(i, p)| ((p.array, p.key), i))
-            .collect();
-        if let Some(n) = self.per_array.get_mut(array as usize) {
-            *n = 0;
+        let Some(sums) = self.arrays.get_mut(array as usize) else {
+            return Vec::new();
+        };
+        if sums.pending.is_empty() {
+            return Vec::new();
         }
-        self.bytes = self.pending.iter().map(bytes_of).sum();
+        self.holding -= 1;
+        sums.index.clear();
+        let taken = std::mem::take(&mut sums.pending);
+        self.bytes -= taken.iter().map(bytes_of).sum::<usize>();
         taken.into_iter().flat_map(requests).collect()
     }
 }
@@ -235,6 +247,17 @@ mod tests {
         assert_eq!(sent[1].0, 0);
         assert_eq!(data(&sent[1].1), (3, key(2), 11, vec![5.0]));
         assert!(s.is_empty() && s.bytes() == 0 && !s.holds(3));
+    }
+
+    #[test]
+    fn all_sums_go_array_by_array() {
+        let mut s = Sums::default();
+        s.add(0, from(1), 5, key(0), vec![1], vec![1.0]);
+        s.add(0, from(2), 2, key(1), vec![1], vec![2.0]);
+        s.add(0, from(3), 5, key(2), vec![1], vec![3.0]);
+        let sent: Vec<_> = s.take_all().iter().map(|m| data(&m.1).2).collect();
+        assert_eq!(sent, [2, 1, 3]);
+        assert!(s.is_empty() && s.bytes() == 0);
     }
 
     #[test]

@@ -76,10 +76,9 @@ pub(super) struct Cache {
     bytes: usize,
     budget: usize,
     /// Bytes of the worker's own blocks (local, temp, static, regions): the budget's rest is
-    /// for fetched blocks and sums.
+    /// for fetched blocks (and the worker's sums of `put +=` terms, which `Net` counts in the
+    /// bytes it asks room for).
     local_bytes: usize,
-    /// Bytes of the sums of `put +=` terms not sent yet (never evicted: sent to make room).
-    sums_bytes: usize,
     /// Counts uses, for least-recently-used eviction.
     clock: u64,
 }
@@ -91,7 +90,6 @@ impl Cache {
             bytes: 0,
             budget,
             local_bytes: 0,
-            sums_bytes: 0,
             clock: 0,
         }
     }
@@ -148,20 +146,14 @@ impl Cache {
         self.local_bytes
     }
 
-    /// The worker's own blocks now hold `local` bytes; whether the fetched ones still fit.
-    pub(super) fn set_local(&mut self, local: usize) -> bool {
+    /// The worker's own blocks now hold `local` bytes.
+    pub(super) fn set_local(&mut self, local: usize) {
         self.local_bytes = local;
-        self.fits(0)
-    }
-
-    /// The sums not sent yet now hold `bytes`.
-    pub(super) fn set_sums(&mut self, bytes: usize) {
-        self.sums_bytes = bytes;
     }
 
     /// Whether `bytes` more fit in the budget without evicting anything.
     pub(super) fn fits(&self, bytes: usize) -> bool {
-        self.bytes + self.local_bytes + self.sums_bytes + bytes <= self.budget
+        self.bytes + self.local_bytes + bytes <= self.budget
     }
 
     /// The copy of `key` is stale (a put, or the worker's own write): dropped, and a reply

@@ -5,7 +5,7 @@
 
 use super::cache::{Cache, Entry, Slot};
 use super::prefetch::{SiteStats, Sites, merge_sites};
-use super::sums::{Sums, accumulate};
+use super::sums::Sums;
 use crate::cluster::message::{Claim, Origin, Payload, ServerStats, ToServer, ToWorker};
 use crate::cluster::{Abort, WorkerLink};
 use crate::error::{Result, RuntimeError};
@@ -187,7 +187,8 @@ impl<'a> Net<'a> {
     /// The worker's own blocks now hold `local` bytes: fetched blocks not in use are evicted
     /// until everything fits in the budget; an error if it cannot.
     pub fn hold_local(&mut self, local: usize, what: &dyn Fn() -> String) -> Result<()> {
-        if self.cache.set_local(local) || self.make_room(0, false) || self.room_from_sums(0)? {
+        self.cache.set_local(local);
+        if self.make_room(0, false) || self.room_from_sums(0)? {
             return Ok(());
         }
         Err(RuntimeError::program(format!(
@@ -214,8 +215,16 @@ impl<'a> Net<'a> {
         self.sites.stats()
     }
 
-    /// Evicts fetched blocks until `bytes` more fit (see [`Cache::make_room`]).
+    /// Whether `bytes` more fit in the budget beside the fetched blocks, the worker's own
+    /// blocks and the sums held, without evicting anything.
+    fn fits(&self, bytes: usize) -> bool {
+        self.cache.fits(bytes + self.sums.bytes())
+    }
+
+    /// Evicts fetched blocks until `bytes` more fit beside the sums held (see
+    /// [`Cache::make_room`]).
     fn make_room(&mut self, bytes: usize, for_prefetch: bool) -> bool {
+        let bytes = bytes + self.sums.bytes();
         match self.cache.make_room(bytes, for_prefetch, &mut self.sites) {
             Some(evicted) => {
                 self.stats.blocks_evicted += evicted;
@@ -253,7 +262,6 @@ impl<'a> Net<'a> {
     }
 
     fn send_sums(&mut self, sums: Vec<(usize, ToServer)>) -> Result<()> {
-        self.cache.set_sums(self.sums.bytes());
         sums.into_iter()
             .try_for_each(|(server, msg)| self.send_now(server, msg))
     }
@@ -584,35 +592,24 @@ impl<'a> Net<'a> {
         self.cache.invalidate((array, key), &mut self.sites);
         match msg {
             ToServer::Put {
-                from,
-                shape,
                 op: PutOp::Accumulate,
-                payload: Payload::Block(data),
+                payload: Payload::Block(_),
                 ..
-            } if self.link.sums_puts() => self.sum(server, from, array, key, shape, data),
+            } if self.link.sums_puts() => self.sum(server, msg),
             msg => self.send(server, msg),
         }
     }
 
-    fn sum(
-        &mut self,
-        server: usize,
-        from: Origin,
-        array: u32,
-        key: BlockKey,
-        shape: Vec<usize>,
-        data: Vec<f64>,
-    ) -> Result<()> {
-        if !self.cache.fits(self.sums.growth(array, &key, data.len())) {
+    fn sum(&mut self, server: usize, msg: ToServer) -> Result<()> {
+        if !self.fits(self.sums.growth(&msg)) {
             self.send_all_sums()?;
         }
-        let unsummed = if self.cache.fits(self.sums.growth(array, &key, data.len())) {
-            self.sums.add(server, from, array, key, shape, data)
+        // With no room even with no sums held, the term goes as it is.
+        let unsummed = if self.fits(self.sums.growth(&msg)) {
+            self.sums.add(server, msg)
         } else {
-            // No room even with no sums held: the term goes as it is.
-            Some(accumulate(from, array, key, shape, data))
+            Some(msg)
         };
-        self.cache.set_sums(self.sums.bytes());
         match unsummed {
             Some(msg) => self.send_now(server, msg),
             None => Ok(()),

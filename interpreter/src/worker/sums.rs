@@ -64,26 +64,38 @@ impl Sums {
         a.index.get(key).map(|&i| &a.pending[i])
     }
 
-    /// The bytes that adding a term of `len` values to the block would take.
-    pub(super) fn growth(&self, array: u32, key: &BlockKey, len: usize) -> usize {
-        match self.held(array, key) {
-            None => len * 8,
-            Some(p) if p.hi.len() != len || p.lo.is_none() => len * 8,
-            Some(_) => 0,
+    /// The bytes that adding the term `msg` (a `put +=` of a block) would take.
+    pub(super) fn growth(&self, msg: &ToServer) -> usize {
+        let ToServer::Put {
+            array,
+            key,
+            payload: Payload::Block(data),
+            ..
+        } = msg
+        else {
+            return 0;
+        };
+        match self.held(*array, key) {
+            Some(p) if p.hi.len() == data.len() && p.lo.is_some() => 0,
+            _ => data.len() * 8,
         }
     }
 
-    /// Adds a term; returns it when it cannot be summed with the terms held (another shape for
-    /// the same block, a malformed request the server will report): it goes as it is.
-    pub(super) fn add(
-        &mut self,
-        server: usize,
-        from: Origin,
-        array: u32,
-        key: BlockKey,
-        shape: Vec<usize>,
-        data: Vec<f64>,
-    ) -> Option<ToServer> {
+    /// Adds the term `msg`; returns it when it cannot be summed with the terms held (not a
+    /// `put +=` of a block, another shape for the same block, a malformed request the server
+    /// will report): it goes as it is.
+    pub(super) fn add(&mut self, server: usize, msg: ToServer) -> Option<ToServer> {
+        let (from, array, key, shape, data) = match msg {
+            ToServer::Put {
+                from,
+                array,
+                key,
+                shape,
+                op: PutOp::Accumulate,
+                payload: Payload::Block(data),
+            } => (from, array, key, shape, data),
+            other => return Some(other),
+        };
         if self.arrays.len() <= array as usize {
             self.arrays
                 .resize_with(array as usize + 1, ArraySums::default);
@@ -149,7 +161,7 @@ fn bytes_of(p: &Pending) -> usize {
 }
 
 /// A `put +=` of `data` to the block.
-pub(super) fn accumulate(
+fn accumulate(
     from: Origin,
     array: u32,
     key: BlockKey,
@@ -225,17 +237,23 @@ mod tests {
     fn terms_to_one_block_go_as_one_sum_in_order_of_first_terms() {
         let mut s = Sums::default();
         assert!(
-            s.add(1, from(10), 3, key(1), vec![2], vec![1.0, 2.0])
-                .is_none()
-        );
-        assert!(s.add(0, from(11), 3, key(2), vec![1], vec![5.0]).is_none());
-        assert!(
-            s.add(1, from(12), 3, key(1), vec![2], vec![1e16, 1.0])
+            s.add(1, accumulate(from(10), 3, key(1), vec![2], vec![1.0, 2.0]))
                 .is_none()
         );
         assert!(
-            s.add(1, from(12), 3, key(1), vec![2], vec![-1e16, 4.0])
+            s.add(0, accumulate(from(11), 3, key(2), vec![1], vec![5.0]))
                 .is_none()
+        );
+        assert!(
+            s.add(1, accumulate(from(12), 3, key(1), vec![2], vec![1e16, 1.0]))
+                .is_none()
+        );
+        assert!(
+            s.add(
+                1,
+                accumulate(from(12), 3, key(1), vec![2], vec![-1e16, 4.0])
+            )
+            .is_none()
         );
         assert_eq!(s.bytes(), 5 * 8);
         assert!(s.holds(3) && !s.holds(2) && !s.holds(40));
@@ -252,9 +270,9 @@ mod tests {
     #[test]
     fn all_sums_go_array_by_array() {
         let mut s = Sums::default();
-        s.add(0, from(1), 5, key(0), vec![1], vec![1.0]);
-        s.add(0, from(2), 2, key(1), vec![1], vec![2.0]);
-        s.add(0, from(3), 5, key(2), vec![1], vec![3.0]);
+        s.add(0, accumulate(from(1), 5, key(0), vec![1], vec![1.0]));
+        s.add(0, accumulate(from(2), 2, key(1), vec![1], vec![2.0]));
+        s.add(0, accumulate(from(3), 5, key(2), vec![1], vec![3.0]));
         let sent: Vec<_> = s.take_all().iter().map(|m| data(&m.1).2).collect();
         assert_eq!(sent, [2, 1, 3]);
         assert!(s.is_empty() && s.bytes() == 0);
@@ -263,8 +281,8 @@ mod tests {
     #[test]
     fn a_low_part_goes_after_its_high_part() {
         let mut s = Sums::default();
-        s.add(0, from(1), 0, key(0), vec![1], vec![1.0]);
-        s.add(0, from(1), 0, key(0), vec![1], vec![1e-20]);
+        s.add(0, accumulate(from(1), 0, key(0), vec![1], vec![1.0]));
+        s.add(0, accumulate(from(1), 0, key(0), vec![1], vec![1e-20]));
         let sent = s.take_all();
         assert_eq!(sent.len(), 2);
         assert_eq!(data(&sent[0].1).3, vec![1.0]);
@@ -274,25 +292,36 @@ mod tests {
     #[test]
     fn one_array_is_taken_and_the_others_stay() {
         let mut s = Sums::default();
-        s.add(0, from(1), 0, key(0), vec![1], vec![1.0]);
-        s.add(0, from(1), 1, key(0), vec![1], vec![2.0]);
-        s.add(0, from(1), 0, key(1), vec![1], vec![3.0]);
+        s.add(0, accumulate(from(1), 0, key(0), vec![1], vec![1.0]));
+        s.add(0, accumulate(from(1), 1, key(0), vec![1], vec![2.0]));
+        s.add(0, accumulate(from(1), 0, key(1), vec![1], vec![3.0]));
         let sent = s.take_array(0);
         assert_eq!(sent.len(), 2);
         assert!(!s.holds(0) && s.holds(1));
         assert_eq!(s.bytes(), 8);
-        assert_eq!(s.growth(1, &key(0), 1), 8, "a second term adds a low part");
-        assert_eq!(s.growth(0, &key(0), 1), 8, "a new block");
-        s.add(0, from(1), 1, key(0), vec![1], vec![2.0]);
-        assert_eq!(s.growth(1, &key(0), 1), 0);
+        assert_eq!(
+            s.growth(&accumulate(from(1), 1, key(0), vec![1], vec![0.0])),
+            8,
+            "a second term adds a low part"
+        );
+        assert_eq!(
+            s.growth(&accumulate(from(1), 0, key(0), vec![1], vec![0.0])),
+            8,
+            "a new block"
+        );
+        s.add(0, accumulate(from(1), 1, key(0), vec![1], vec![2.0]));
+        assert_eq!(
+            s.growth(&accumulate(from(1), 1, key(0), vec![1], vec![0.0])),
+            0
+        );
         assert_eq!(data(&s.take_all()[0].1).3, vec![4.0]);
     }
 
     #[test]
     fn a_term_of_another_shape_is_not_summed() {
         let mut s = Sums::default();
-        s.add(0, from(1), 0, key(0), vec![1], vec![1.0]);
-        let back = s.add(0, from(2), 0, key(0), vec![2], vec![1.0, 2.0]);
+        s.add(0, accumulate(from(1), 0, key(0), vec![1], vec![1.0]));
+        let back = s.add(0, accumulate(from(2), 0, key(0), vec![2], vec![1.0, 2.0]));
         assert_eq!(back.map(|m| data(&m).3), Some(vec![1.0, 2.0]));
         assert_eq!(s.bytes(), 8);
     }

@@ -297,8 +297,9 @@ struct RunArgs {
     #[arg(long, value_name = "SIZE")]
     server_memory: Option<String>,
     /// Memory per process for two-electron integral blocks kept between iterations and
-    /// programs (its worker threads share them), e.g. 2G; 0 computes every block when asked
-    /// (default: a quarter of the machine's memory, shared among the ranks on it).
+    /// programs (its worker threads share them; under mpirun the ranks of a node pool theirs
+    /// in one table), e.g. 2G; 0 computes every block when asked (default: a quarter of the
+    /// machine's memory, shared among the ranks on it).
     #[arg(long, value_name = "SIZE")]
     integral_cache: Option<String>,
     /// Folder for the spill files of the servers (default: the current directory); a

@@ -32,6 +32,14 @@ mod without {
         pub fn all_gather(&self, _: &[u8]) -> Result<Vec<Vec<u8>>> {
             match *self {}
         }
+        pub fn node_file(
+            &self,
+            _: &std::path::Path,
+            _: &str,
+            _: u64,
+        ) -> Result<Option<std::fs::File>> {
+            match *self {}
+        }
         pub fn run(
             self,
             _: &[Program],

@@ -17,10 +17,11 @@ pub fn run_job(args: RunArgs) -> ExitCode {
         Ok(o) => o,
         Err(e) => return fail(e),
     };
-    match integral_cache(&args, mpi) {
-        Ok(bytes) => sial_chemistry::integrals::set_cache_budget(bytes),
+    let cache = match integral_cache(&args, mpi) {
+        Ok(bytes) => bytes,
         Err(e) => return fail(e),
-    }
+    };
+    sial_chemistry::integrals::set_cache_budget(cache);
     let job = match load_job(&args) {
         Ok(job) => job,
         Err(code) => return code,
@@ -64,6 +65,9 @@ pub fn run_job(args: RunArgs) -> ExitCode {
         Ok(s) => s,
         Err(e) => return fail(e.to_string()),
     };
+    if let Some(session) = &session {
+        share_integrals(session, cache);
+    }
     let compiled = match compile::programs(&job.programs, &job.compiler, session.as_ref()) {
         Ok(c) => c,
         Err(code) => return code,
@@ -99,6 +103,39 @@ fn integral_cache(args: &RunArgs, mpi: Option<usize>) -> Result<usize, String> {
         })
         .unwrap_or(0);
     Ok((memory / 4 / on_node).max(sial_chemistry::integrals::DEFAULT_CACHE_BUDGET))
+}
+
+/// Under mpirun, the ranks of each node keep the integral blocks they compute in one table,
+/// in a file in `/dev/shm` (else the temporary folder) of the per-rank budget times the node's
+/// ranks: a block is computed once per node, not once per rank. Where that cannot be set up
+/// each rank keeps its own, as in a run on threads, and rank 0 says why.
+fn share_integrals(session: &mpi::Session, budget: usize) {
+    if budget == 0 {
+        return;
+    }
+    let shm = std::path::Path::new("/dev/shm");
+    let dir = if shm.is_dir() {
+        shm.to_path_buf()
+    } else {
+        std::env::temp_dir()
+    };
+    let shared = session
+        .node_file(&dir, "integrals", budget as u64)
+        .map_err(|e| e.details().message.clone())
+        .and_then(|file| match file {
+            Some(file) => {
+                sial_chemistry::integrals::share_among_processes(file).map_err(|e| e.to_string())
+            }
+            None => Ok(()),
+        });
+    if let Err(e) = shared
+        && rank_zero()
+    {
+        eprintln!(
+            "sial: warning: each rank keeps its own integral blocks (none shared on the node): \
+             {e} (--integral-cache sets the size per rank)"
+        );
+    }
 }
 
 /// Every run option, parsed and checked: rank counts, sizes, output paths, devices,

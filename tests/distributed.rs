@@ -256,41 +256,97 @@ fn threads_give_the_dump_of_one_process() {
     );
 }
 
+/// The water job's dumps with each of `budgets` for `--integral-cache` (`None`: the default),
+/// started by `launcher` with the rank options `ranks`; each run's stderr goes to `stderr`
+/// with its label, which says whether it is as expected.
+fn integral_cache_dumps(
+    (launcher, ranks): (Vec<String>, Vec<&str>),
+    budgets: &[Option<&str>],
+    stderr: impl Fn(&str, &str),
+) -> Vec<(String, Value)> {
+    static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "sial-integral-cache-{}-{}",
+        std::process::id(),
+        RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    ));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let water = Target {
+        path: "programs/water/water.json".into(),
+        ..Target::default()
+    };
+    let mut dumps = Vec::new();
+    for budget in budgets {
+        let mut config = ranks.clone();
+        config.extend(
+            budget
+                .map(|b| ["--integral-cache", b])
+                .into_iter()
+                .flatten(),
+        );
+        let label = format!("{launcher:?} {config:?}");
+        let (outcome, dump) = run(&launcher, &water, &config, &dir.join("dump.json"));
+        assert!(outcome.ok, "{label}: {}", outcome.stderr);
+        stderr(&label, &outcome.stderr);
+        dumps.push((label, dump));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    dumps
+}
+
+/// Every dump equal, bit for bit, to the first.
+fn all_the_same(dumps: &[(String, Value)]) {
+    let (first, rest) = dumps.split_first().expect("runs");
+    for (label, dump) in rest {
+        assert!(dump == &first.1, "{label} differs from {}", first.0);
+    }
+}
+
 /// The integral cache never changes results: the water job's dump is the same, bit for bit,
 /// with every integral block computed when asked (`--integral-cache 0`), with room for a few
 /// blocks (the others computed again in every iteration), and with the default budget, both
 /// in one process and with two workers.
 #[test]
 fn the_integral_cache_never_changes_results() {
-    let dir = std::env::temp_dir().join(format!("sial-integral-cache-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let water = Target {
-        path: "programs/water/water.json".into(),
-        ..Target::default()
-    };
     for ranks in [
-        ["--workers", "1", "--servers", "0"],
-        ["--workers", "2", "--servers", "1"],
+        vec!["--workers", "1", "--servers", "0"],
+        vec!["--workers", "2", "--servers", "1"],
     ] {
-        let mut dumps = Vec::new();
-        for budget in [Some("0"), Some("600K"), None] {
-            let mut config = ranks.to_vec();
-            config.extend(
-                budget
-                    .map(|b| ["--integral-cache", b])
-                    .into_iter()
-                    .flatten(),
-            );
-            let (outcome, dump) = run(&[], &water, &config, &dir.join("dump.json"));
-            assert!(outcome.ok, "{config:?}: {}", outcome.stderr);
-            dumps.push((config, dump));
-        }
-        let (first, rest) = dumps.split_first().expect("three runs");
-        for (config, dump) in rest {
-            assert!(dump == &first.1, "{config:?} differs from {:?}", first.0);
-        }
+        let budgets = [Some("0"), Some("600K"), None];
+        all_the_same(&integral_cache_dumps(
+            (vec![], ranks),
+            &budgets,
+            |label, e| {
+                assert!(!e.contains("warning"), "{label}: {e}");
+            },
+        ));
     }
-    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Under mpirun the ranks of a node share one table of integral blocks, and the results are
+/// the same, bit for bit, whatever its size: none (`0`), room for a few blocks, the default. A
+/// table larger than the file system that holds it can take is not made: each rank keeps its
+/// own blocks, says why once, and the results are the same again.
+#[cfg(feature = "mpi")]
+#[test]
+fn mpi_ranks_of_a_node_share_integral_blocks() {
+    let budgets = [Some("0"), Some("600K"), None];
+    let mut dumps = integral_cache_dumps((mpirun(3), vec![]), &budgets, |label, e| {
+        assert!(!e.contains("warning"), "{label}: {e}")
+    });
+    dumps.extend(integral_cache_dumps(
+        (mpirun(3), vec![]),
+        &[Some("1000T")],
+        |label, e| {
+            let said = e.matches("each rank keeps its own integral blocks").count();
+            assert_eq!(said, 1, "{label}: {e}");
+            assert!(
+                e.contains("MiB free, the node's table needs"),
+                "{label}: {e}"
+            );
+        },
+    ));
+    all_the_same(&dumps);
 }
 
 /// Prefetching never changes results (docs/ARCHITECTURE.md "Prefetch"): off, auto and fixed depths, with and

@@ -54,6 +54,7 @@ pub mod basis;
 mod blocks;
 mod engine;
 mod fock;
+mod node;
 mod one_electron;
 mod spherical;
 mod two_electron;
@@ -64,7 +65,9 @@ mod testdata;
 use sial_superinstructions::special::{Context, SpecialFn};
 
 pub use basis::{BasisSet, Nuclei, Shell};
-pub use engine::{DEFAULT_BUDGET as DEFAULT_CACHE_BUDGET, set_budget as set_cache_budget};
+pub use engine::{
+    DEFAULT_BUDGET as DEFAULT_CACHE_BUDGET, set_budget as set_cache_budget, share_among_processes,
+};
 
 /// The specials of this module: SIAL name, ACES4 signature, function.
 pub const SPECIALS: &[(&str, &str, SpecialFn)] = &[

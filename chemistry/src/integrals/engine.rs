@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use integral::engine::os::{self, Prim};
 
 use super::basis::{BasisSet, Shell};
+use super::node::{self, NodeBlocks, Ready, fingerprint};
 
 /// A one-electron operator.
 #[derive(Clone, Copy, Debug)]
@@ -135,14 +136,23 @@ pub(crate) fn quartet(basis: &BasisSet, q: [&Shell; 4], out: &mut Vec<f64>) {
 ///
 /// The workers of a process (threads) and the programs of a job share one cache per basis
 /// set ([`QuartetCache::for_basis`]): SCF, transformation and CCSD compute the same integrals,
-/// and a block one worker computed serves the others.
+/// and a block one worker computed serves the others. Under mpirun the ranks of a node can
+/// share one table of blocks as well ([`share_among_processes`]); then each process keeps
+/// nothing of its own.
 #[derive(Debug)]
 pub(crate) struct QuartetCache {
-    kept: RwLock<Blocks>,
-    budget: usize,
+    store: Store,
 }
 
-/// The blocks of a [`QuartetCache`] and their size.
+#[derive(Debug)]
+enum Store {
+    /// This process's blocks, up to a budget.
+    Process { kept: RwLock<Blocks>, budget: usize },
+    /// The node's table, under this basis set's fingerprint.
+    Node { table: Arc<NodeBlocks>, basis: u64 },
+}
+
+/// The blocks of a process's [`QuartetCache`] and their size.
 #[derive(Debug, Default)]
 struct Blocks {
     /// Whole blocks in the canonical ordering of their spans, by that ordering; shared with the
@@ -169,16 +179,49 @@ type Shared = Option<(String, Arc<QuartetCache>)>;
 
 static SHARED: Mutex<Shared> = Mutex::new(None);
 
+/// The table of blocks the processes of this node share, once [`share_among_processes`] is
+/// called.
+static NODE: Mutex<Option<Arc<NodeBlocks>>> = Mutex::new(None);
+
+/// Makes the caches made from now on keep their blocks in the table in `file`, which the other
+/// processes of the node map as well (opened for reading and writing; zeros when new; its
+/// length bounds the memory of all the blocks it holds).
+pub fn share_among_processes(file: std::fs::File) -> std::io::Result<()> {
+    let table = Arc::new(NodeBlocks::map(file)?);
+    if let Ok(mut node) = NODE.lock() {
+        *node = Some(table);
+    }
+    Ok(())
+}
+
 impl Default for QuartetCache {
     fn default() -> QuartetCache {
         QuartetCache::with_budget(BUDGET.load(Ordering::Relaxed))
     }
 }
 
+/// A block's elements in the cache: this process's copy, or the node's.
+#[derive(Debug)]
+pub(crate) enum Held {
+    Process(Arc<[f64]>),
+    Node(Arc<NodeBlocks>, Ready),
+}
+
+impl std::ops::Deref for Held {
+    type Target = [f64];
+
+    fn deref(&self) -> &[f64] {
+        match self {
+            Held::Process(data) => data,
+            Held::Node(table, ready) => table.read(*ready),
+        }
+    }
+}
+
 /// A block served from the cache: the kept block and the permutation that turns it into the
 /// asked ordering (`perm[d]`: the kept dimension that is dimension d of the asked block).
 pub(crate) struct Kept {
-    pub(crate) data: Arc<[f64]>,
+    pub(crate) data: Held,
     pub(crate) shape: [usize; 4],
     pub(crate) perm: [usize; 4],
 }
@@ -202,23 +245,39 @@ impl Kept {
 impl QuartetCache {
     pub(crate) fn with_budget(budget: usize) -> QuartetCache {
         QuartetCache {
-            kept: RwLock::default(),
-            budget,
+            store: Store::Process {
+                kept: RwLock::default(),
+                budget,
+            },
         }
     }
 
     /// The process's cache for the basis set described by `basis` (its shells, nuclei and
     /// form, as text): the one the workers and earlier programs of the job use, if it is for
-    /// the same basis set and budget, else a new one, which replaces it.
+    /// the same basis set and budget (or node table), else a new one, which replaces it.
     pub(crate) fn for_basis(basis: String) -> Arc<QuartetCache> {
+        let node = NODE.lock().ok().and_then(|n| n.clone());
         let Ok(mut shared) = SHARED.lock() else {
             return Arc::default();
         };
         let budget = BUDGET.load(Ordering::Relaxed);
+        let same = |cache: &QuartetCache| match (&cache.store, &node) {
+            (Store::Process { budget: b, .. }, None) => *b == budget,
+            (Store::Node { table, .. }, Some(node)) => Arc::ptr_eq(table, node),
+            _ => false,
+        };
         match &*shared {
-            Some((b, cache)) if *b == basis && cache.budget == budget => Arc::clone(cache),
+            Some((b, cache)) if *b == basis && same(cache) => Arc::clone(cache),
             _ => {
-                let cache = Arc::new(QuartetCache::with_budget(budget));
+                let cache = Arc::new(match node {
+                    Some(table) => QuartetCache {
+                        store: Store::Node {
+                            table,
+                            basis: fingerprint(&basis),
+                        },
+                    },
+                    None => QuartetCache::with_budget(budget),
+                });
                 *shared = Some((basis, Arc::clone(&cache)));
                 cache
             }
@@ -228,45 +287,73 @@ impl QuartetCache {
     /// The block of integrals of `spans`, in any of its orderings, if kept.
     pub(crate) fn block(&self, spans: &SpanQuartet) -> Option<Kept> {
         let (key, from) = canonical(*spans);
-        let kept = self.kept.read().ok()?;
-        let data = kept.map.get(&key)?;
+        let data = match &self.store {
+            Store::Process { kept, .. } => {
+                Held::Process(Arc::clone(kept.read().ok()?.map.get(&key)?))
+            }
+            Store::Node { table, basis } => {
+                Held::Node(Arc::clone(table), table.get(&node::key(*basis, &key)?)?)
+            }
+        };
         Some(Kept {
-            data: Arc::clone(data),
+            data,
             shape: key.map(|(_, extent)| extent),
             perm: from,
         })
     }
 
     /// Keeps a copy of the block of integrals `data` of `spans` (in its canonical ordering),
-    /// if no ordering of it is kept and the budget has room.
+    /// if no ordering of it is kept and there is room.
     pub(crate) fn keep_block(&self, spans: &SpanQuartet, data: &[f64]) {
         let (key, from) = canonical(*spans);
         let bytes = data.len() * 8;
-        let fits = |b: &Blocks| !b.map.contains_key(&key) && b.bytes + bytes <= self.budget;
-        if !self.kept.read().is_ok_and(|b| fits(&b)) {
-            return;
-        }
-        // Permuted outside the lock; another worker may keep the same block meanwhile, with the
-        // same contents.
-        let block: Arc<[f64]> = if from == [0, 1, 2, 3] {
-            data.into()
-        } else {
-            // Dimension j of the canonical block is dimension order[j] of the computed one.
-            let mut order = [0; 4];
-            for (d, &j) in from.iter().enumerate() {
-                order[j] = d;
+        match &self.store {
+            Store::Process { kept, budget } => {
+                let fits = |b: &Blocks| !b.map.contains_key(&key) && b.bytes + bytes <= *budget;
+                if !kept.read().is_ok_and(|b| fits(&b)) {
+                    return;
+                }
+                // Permuted outside the lock; another worker may keep the same block meanwhile,
+                // with the same contents.
+                let block: Arc<[f64]> = in_canonical_order(spans, from, data).into();
+                if let Ok(mut kept) = kept.write()
+                    && fits(&kept)
+                {
+                    kept.bytes += bytes;
+                    kept.map.insert(key, block);
+                }
             }
-            let mut out = vec![0.0; data.len()];
-            permute4(&mut out, data, spans.map(|(_, extent)| extent), order);
-            out.into()
-        };
-        if let Ok(mut kept) = self.kept.write()
-            && fits(&kept)
-        {
-            kept.bytes += bytes;
-            kept.map.insert(key, block);
+            Store::Node { table, basis } => {
+                let Some(key) = node::key(*basis, &key) else {
+                    return;
+                };
+                // Another process may have kept it since it was looked for.
+                if table.get(&key).is_none() {
+                    table.insert(&key, &in_canonical_order(spans, from, data));
+                }
+            }
         }
     }
+}
+
+/// The block `data` of `spans` in the canonical ordering of its spans, `from` being where
+/// [`canonical`] puts each of its dimensions.
+fn in_canonical_order<'a>(
+    spans: &SpanQuartet,
+    from: [usize; 4],
+    data: &'a [f64],
+) -> std::borrow::Cow<'a, [f64]> {
+    if from == [0, 1, 2, 3] {
+        return data.into();
+    }
+    // Dimension j of the canonical block is dimension order[j] of the computed one.
+    let mut order = [0; 4];
+    for (d, &j) in from.iter().enumerate() {
+        order[j] = d;
+    }
+    let mut out = vec![0.0; data.len()];
+    permute4(&mut out, data, spans.map(|(_, extent)| extent), order);
+    out.into()
 }
 
 /// Shell quartets, each distinct one computed once: (mn|rs), (nm|rs), (mn|sr), (rs|mn), … are
@@ -458,6 +545,7 @@ fn transform_axis(block: &[f64], dims: &[usize], axis: usize, t: &[f64], rows: u
 
 #[cfg(test)]
 mod tests {
+    use super::super::node::TempFile;
     use super::super::testdata::{Case, max_diff};
     use super::*;
 
@@ -576,12 +664,71 @@ mod tests {
         }
     }
 
+    /// How many blocks `cache` keeps.
+    fn kept(cache: &QuartetCache) -> usize {
+        match &cache.store {
+            Store::Process { kept, .. } => kept.read().map(|k| k.map.len()).unwrap_or(0),
+            Store::Node { table, .. } => table.ready(),
+        }
+    }
+
     #[test]
     fn a_kept_block_serves_every_ordering_of_its_spans() {
+        let file = TempFile::new("orderings", 1 << 20);
+        let caches = [
+            QuartetCache::with_budget(1 << 30),
+            QuartetCache {
+                store: Store::Node {
+                    table: Arc::new(file.open()),
+                    basis: 3,
+                },
+            },
+        ];
+        for cache in caches {
+            serves_every_ordering(cache);
+        }
+        // Without room nothing is kept.
+        let case = Case::load("synthetic_spherical");
+        let basis = BasisSet::from_setup(&case.context()).expect("basis");
+        let span = |s: usize| (basis.shells[s].first, basis.shells[s].len());
+        let spans: SpanQuartet = [span(1), span(3), span(3), span(2)];
+        let none = QuartetCache::with_budget(8);
+        none.keep_block(&spans, &vec![1.0; spans.iter().map(|s| s.1).product()]);
+        assert!(none.block(&spans).is_none());
+    }
+
+    #[test]
+    fn processes_sharing_a_node_table_serve_each_other_s_blocks() {
+        let file = TempFile::new("processes", 1 << 20);
+        let [a, b] = [0, 1].map(|_| QuartetCache {
+            store: Store::Node {
+                table: Arc::new(file.open()),
+                basis: 9,
+            },
+        });
+        let spans: SpanQuartet = [(0, 2), (2, 3), (0, 2), (5, 1)];
+        let data: Vec<f64> = (0..12).map(f64::from).collect();
+        assert!(b.block(&spans).is_none());
+        a.keep_block(&spans, &data);
+        let kept = b.block(&spans).expect("kept by the other process");
+        let mut got = vec![0.0; 12];
+        kept.copy_to(&mut got);
+        assert_eq!(got, data);
+        // Another basis set in the same table does not see it.
+        let other = QuartetCache {
+            store: Store::Node {
+                table: Arc::new(file.open()),
+                basis: 10,
+            },
+        };
+        assert!(other.block(&spans).is_none());
+    }
+
+    fn serves_every_ordering(cache: QuartetCache) {
         let case = Case::load("synthetic_spherical");
         let basis = BasisSet::from_setup(&case.context()).expect("basis");
         let basis = BasisSet {
-            cache: Arc::new(QuartetCache::with_budget(1 << 30)),
+            cache: Arc::new(cache),
             ..basis
         };
         // Spans of whole shells: (first AO, extent).
@@ -599,7 +746,7 @@ mod tests {
             dense(&mut Quartets::new(&basis), &basis, shells, &mut out);
             out
         };
-        let count = || basis.cache.kept.read().map(|k| k.map.len()).unwrap_or(0);
+        let count = || kept(&basis.cache);
         assert!(basis.cache.block(&spans).is_none());
         basis.cache.keep_block(&spans, &block(spans));
         assert_eq!(count(), 1);
@@ -613,10 +760,6 @@ mod tests {
             basis.cache.keep_block(&asked, &got);
             assert_eq!(count(), 1);
         }
-        // Without room nothing is kept.
-        let none = QuartetCache::with_budget(8);
-        none.keep_block(&spans, &block(spans));
-        assert!(none.block(&spans).is_none());
     }
 
     #[test]

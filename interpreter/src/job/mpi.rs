@@ -17,8 +17,10 @@ use ::mpi::Threading;
 use ::mpi::environment::Universe;
 use ::mpi::topology::{Communicator, SimpleCommunicator};
 use sial_bytecode::Program;
+use std::fs::File;
 use std::io::Write;
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::Path;
 
 /// This process's MPI, started before the job's programs are compiled so that the ranks can
 /// share the compiling ([`Session::all_gather`]), then [`Session::run`].
@@ -52,6 +54,63 @@ impl Session {
     /// Every process's `bytes`, in rank order, on every process (collective).
     pub fn all_gather(&self, bytes: &[u8]) -> Result<Vec<Vec<u8>>> {
         crate::cluster::mpi::all_gather(&self.universe.world(), bytes)
+    }
+
+    /// One file that every rank on this node holds open, for memory they share (collective):
+    /// made by the node's first rank in `dir`, `bytes_per_rank` × the node's ranks long and
+    /// sparse (zeros), opened by the others, then removed, so that nothing is left behind when
+    /// the job ends. `Ok(None)` where this node runs one rank alone; an error, the same on
+    /// every rank of the node, where a rank could not make or open it.
+    pub fn node_file(&self, dir: &Path, name: &str, bytes_per_rank: u64) -> Result<Option<File>> {
+        let world = self.universe.world();
+        let node = world.split_shared(world.rank());
+        if node.size() < 2 {
+            return Ok(None);
+        }
+        // The first rank's path, or why it has none, reaches every rank of the node.
+        let made = (node.rank() == 0).then(|| {
+            let path = dir.join(format!("sial-{name}-{}", std::process::id()));
+            let len = bytes_per_rank.saturating_mul(node.size() as u64);
+            let file = room(dir, len).and_then(|()| {
+                File::options()
+                    .read(true)
+                    .write(true)
+                    .create_new(true)
+                    .open(&path)
+                    .and_then(|file| file.set_len(len).map(|()| file))
+                    .map_err(|e| format!("{}: {e}", path.display()))
+            });
+            (path, file)
+        });
+        let said = match &made {
+            Some((path, Ok(_))) => format!("+{}", path.display()),
+            Some((_, Err(e))) => format!("-{e}"),
+            None => String::new(),
+        };
+        let heard = crate::cluster::mpi::all_gather(&node, said.as_bytes())?;
+        let said = String::from_utf8_lossy(&heard[0]).into_owned();
+        let (made, opened) = match (made, said.strip_prefix('+')) {
+            (Some((path, file)), _) => (file.is_ok().then_some(path), file),
+            (None, Some(path)) => (
+                None,
+                File::options()
+                    .read(true)
+                    .write(true)
+                    .open(path)
+                    .map_err(|e| format!("{path}: {e}")),
+            ),
+            (None, None) => (None, Err(said.trim_start_matches('-').to_string())),
+        };
+        // The name goes once every rank has the file open, or has failed to.
+        let failed = opened.as_ref().err().cloned().unwrap_or_default();
+        let heard = crate::cluster::mpi::all_gather(&node, failed.as_bytes())?;
+        if let Some(path) = made {
+            let _ = std::fs::remove_file(path);
+        }
+        match heard.iter().find(|e| !e.is_empty()) {
+            None => opened.map(Some).map_err(RuntimeError::new),
+            Some(e) => Err(RuntimeError::new(String::from_utf8_lossy(e).into_owned())),
+        }
     }
 
     /// This process's part of the job: worker or server by its rank's place in
@@ -187,6 +246,39 @@ fn run(
 }
 
 /// What global rank `rank` is: "worker K" or "server K".
+/// Whether the file system of `dir` has `len` bytes free: a sparse file larger than that is
+/// made without complaint, and fails only when its pages are written.
+fn room(dir: &Path, len: u64) -> std::result::Result<(), String> {
+    use std::os::unix::ffi::OsStrExt;
+    let mib = |bytes: u64| bytes as f64 / f64::from(1 << 20);
+    let Ok(name) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
+        return Err(format!("{}: not a usable folder name", dir.display()));
+    };
+    let mut fs = std::mem::MaybeUninit::<libc::statvfs>::uninit();
+    // SAFETY: a plain system call with a NUL-terminated name and room for its answer.
+    if unsafe { libc::statvfs(name.as_ptr(), fs.as_mut_ptr()) } != 0 {
+        return Err(format!(
+            "{}: {}",
+            dir.display(),
+            std::io::Error::last_os_error()
+        ));
+    }
+    // SAFETY: statvfs succeeded, so it filled the structure.
+    let fs = unsafe { fs.assume_init() };
+    // Both are 32 bits on some targets.
+    #[allow(clippy::useless_conversion)]
+    let free = u64::from(fs.f_bavail).saturating_mul(u64::from(fs.f_frsize));
+    if free < len {
+        return Err(format!(
+            "{} has {:.0} MiB free, the node's table needs {:.0} MiB",
+            dir.display(),
+            mib(free),
+            mib(len)
+        ));
+    }
+    Ok(())
+}
+
 fn role_name(roles: &[bool], rank: usize) -> String {
     let (server, k) = crate::cluster::role_of(roles, rank);
     format!("{} {k}", if server { "server" } else { "worker" })

@@ -73,18 +73,71 @@ pub fn fingerprint(programs: &[sial_bytecode::Program]) -> u32 {
     h.finalize()
 }
 
+/// Worker 0's file. Written from borrowed names and blocks (`&str`, `&Block`), read into owned
+/// ones: postcard encodes both alike.
 #[derive(Serialize, Deserialize)]
-struct WorkerFile {
+struct WorkerFile<S, B> {
     completed: u64,
     servers: u64,
     job: u32,
-    scalars: Vec<(String, f64)>,
-    statics: Vec<(String, Block)>,
+    scalars: Vec<(S, f64)>,
+    statics: Vec<(S, B)>,
 }
 
+/// A server's file, written and read as [`WorkerFile`] is.
 #[derive(Serialize, Deserialize)]
-struct ServerFile {
-    arrays: Vec<(String, Vec<(BlockKey, Block)>)>,
+struct ServerFile<S, B> {
+    arrays: Vec<(S, Vec<(BlockKey, B)>)>,
+}
+
+/// The file being written: buffered, with the CRC-32 of what goes through it, and the first
+/// error of the file system kept (postcard reports only that writing stopped).
+struct Checksummed {
+    out: std::io::BufWriter<std::fs::File>,
+    crc: crc32fast::Hasher,
+    error: Option<std::io::Error>,
+}
+
+impl std::io::Write for Checksummed {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        match self.out.write(bytes) {
+            Ok(n) => {
+                self.crc.update(&bytes[..n]);
+                Ok(n)
+            }
+            Err(e) => {
+                let kept = std::io::Error::new(e.kind(), e.to_string());
+                self.error.get_or_insert(e);
+                Err(kept)
+            }
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.out.flush()
+    }
+}
+
+/// A checkpoint file: the magic, the format version, the contents encoded with postcard and
+/// the CRC-32 of that encoding, written to `out` as they are encoded.
+fn encode(out: std::fs::File, magic: &[u8; 8], contents: &impl Serialize) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::BufWriter::with_capacity(1 << 20, out);
+    out.write_all(magic)?;
+    out.write_all(&VERSION.to_le_bytes())?;
+    let mut payload = Checksummed {
+        out,
+        crc: crc32fast::Hasher::new(),
+        error: None,
+    };
+    if let Err(e) = postcard::to_io(contents, &mut payload) {
+        return Err(payload.error.take().unwrap_or_else(|| {
+            std::io::Error::other(format!("internal: checkpoint encoding: {e}"))
+        }));
+    }
+    let Checksummed { mut out, crc, .. } = payload;
+    out.write_all(&crc.finalize().to_le_bytes())?;
+    out.flush()
 }
 
 fn io_error(path: &Path, what: &str, e: impl std::fmt::Display) -> RuntimeError {
@@ -123,19 +176,18 @@ impl JobDir {
         &self.path
     }
 
+    /// Writes `contents` under `name`, streamed to a temporary file (no copy of the blocks in
+    /// memory), then renamed. A failure removes the temporary file and leaves an earlier
+    /// checkpoint of that name as it was.
     fn write(&self, name: &str, magic: &[u8; 8], contents: &impl Serialize) -> Result<()> {
         std::fs::create_dir_all(&self.path)
             .map_err(|e| io_error(&self.path, "cannot create the checkpoint folder", e))?;
-        let payload = postcard::to_stdvec(contents)
-            .map_err(|e| RuntimeError::new(format!("internal: checkpoint encoding: {e}")))?;
-        let mut bytes = Vec::with_capacity(payload.len() + 16);
-        bytes.extend_from_slice(magic);
-        bytes.extend_from_slice(&VERSION.to_le_bytes());
-        bytes.extend_from_slice(&payload);
-        bytes.extend_from_slice(&crc32fast::hash(&payload).to_le_bytes());
         let file = self.path.join(name);
         let tmp = self.path.join(format!("{name}.tmp"));
-        std::fs::write(&tmp, &bytes).map_err(|e| io_error(&tmp, "cannot write checkpoint", e))?;
+        if let Err(e) = std::fs::File::create(&tmp).and_then(|out| encode(out, magic, contents)) {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(io_error(&tmp, "cannot write checkpoint", e));
+        }
         std::fs::rename(&tmp, &file).map_err(|e| io_error(&file, "cannot write checkpoint", e))
     }
 
@@ -165,16 +217,16 @@ impl JobDir {
             .persisted
             .scalars
             .iter()
-            .map(|(l, v)| (l.clone(), *v))
+            .map(|(l, v)| (l.as_str(), *v))
             .collect();
-        scalars.sort_by(|a, b| a.0.cmp(&b.0));
+        scalars.sort_by(|a, b| a.0.cmp(b.0));
         let mut statics: Vec<_> = c
             .persisted
             .statics
             .iter()
-            .map(|(l, b)| (l.clone(), b.clone()))
+            .map(|(l, b)| (l.as_str(), b))
             .collect();
-        statics.sort_by(|a, b| a.0.cmp(&b.0));
+        statics.sort_by(|a, b| a.0.cmp(b.0));
         let file = WorkerFile {
             completed: c.completed as u64,
             servers: c.servers as u64,
@@ -186,7 +238,7 @@ impl JobDir {
     }
 
     pub fn read_worker(&self) -> Result<WorkerCheckpoint> {
-        let f: WorkerFile = self.read("worker", WORKER_MAGIC)?;
+        let f: WorkerFile<String, Block> = self.read("worker", WORKER_MAGIC)?;
         Ok(WorkerCheckpoint {
             completed: usize::try_from(f.completed).unwrap_or(usize::MAX),
             servers: usize::try_from(f.servers).unwrap_or(usize::MAX),
@@ -202,13 +254,12 @@ impl JobDir {
         let mut arrays: Vec<_> = saved
             .iter()
             .map(|(label, blocks)| {
-                let mut blocks: Vec<_> =
-                    blocks.iter().map(|(k, b)| (*k, Block::clone(b))).collect();
+                let mut blocks: Vec<_> = blocks.iter().map(|(k, b)| (*k, &**b)).collect();
                 blocks.sort_by_key(|(k, _)| *k);
-                (label.clone(), blocks)
+                (label.as_str(), blocks)
             })
             .collect();
-        arrays.sort_by(|a, b| a.0.cmp(&b.0));
+        arrays.sort_by(|a, b| a.0.cmp(b.0));
         self.write(
             &format!("server-{rank}"),
             SERVER_MAGIC,
@@ -217,7 +268,7 @@ impl JobDir {
     }
 
     pub fn read_server(&self, rank: usize) -> Result<Saved> {
-        let f: ServerFile = self.read(&format!("server-{rank}"), SERVER_MAGIC)?;
+        let f: ServerFile<String, Block> = self.read(&format!("server-{rank}"), SERVER_MAGIC)?;
         Ok(f.arrays
             .into_iter()
             .map(|(label, blocks)| {
@@ -258,6 +309,91 @@ impl JobDir {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The file is the contents encoded whole, as a restart reads them: streaming changes
+    /// nothing of the format.
+    #[test]
+    fn a_streamed_checkpoint_is_its_contents_encoded_whole() {
+        let dir = std::env::temp_dir().join(format!("sial-ckpt-format-{}", std::process::id()));
+        let job = JobDir::new(&dir, "job-test");
+        let key = |i| BlockKey {
+            segments: [i, 1, 1, 1, 1, 1],
+            parents: [0; 6],
+        };
+        let block = |n: usize| Block {
+            shape: vec![n],
+            data: (0..n).map(|x| x as f64 * 0.25).collect(),
+        };
+        let mut saved = Saved::new();
+        saved.insert(
+            "b".into(),
+            [
+                (key(2), Arc::new(block(3))),
+                (key(1), Arc::new(block(70_000))),
+            ]
+            .into(),
+        );
+        saved.insert("a".into(), [(key(1), Arc::new(block(1)))].into());
+        job.write_server(0, &saved).expect("write");
+        let whole = ServerFile {
+            arrays: vec![
+                ("a".to_string(), vec![(key(1), block(1))]),
+                (
+                    "b".to_string(),
+                    vec![(key(1), block(70_000)), (key(2), block(3))],
+                ),
+            ],
+        };
+        let payload = postcard::to_stdvec(&whole).expect("encode");
+        let mut expected = SERVER_MAGIC.to_vec();
+        expected.extend_from_slice(&VERSION.to_le_bytes());
+        expected.extend_from_slice(&payload);
+        expected.extend_from_slice(&crc32fast::hash(&payload).to_le_bytes());
+        let written = std::fs::read(job.path().join("server-0")).expect("file");
+        assert!(
+            written == expected,
+            "the file differs from the whole encoding"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A file system that fills while a checkpoint is written: the error is the file system's,
+    /// not postcard's; a checkpoint that cannot be made names its file and leaves the earlier
+    /// one in place, with no temporary file behind.
+    #[test]
+    fn a_checkpoint_that_cannot_be_written_says_why_and_keeps_the_last() {
+        let full = std::fs::File::options().write(true).open("/dev/full");
+        if let Ok(full) = full {
+            let big = Block {
+                shape: vec![1 << 18],
+                data: vec![1.5; 1 << 18],
+            };
+            let e = encode(full, SERVER_MAGIC, &big).expect_err("/dev/full takes nothing");
+            assert_eq!(e.raw_os_error(), Some(28), "{e}");
+        }
+        let dir = std::env::temp_dir().join(format!("sial-ckpt-fail-{}", std::process::id()));
+        let job = JobDir::new(&dir, "job-test");
+        let saved = Saved::new();
+        job.write_server(0, &saved).expect("write");
+        let before = std::fs::read(job.path().join("server-0")).expect("file");
+        // A folder where the temporary file goes.
+        std::fs::create_dir_all(job.path().join("server-0.tmp")).expect("dir");
+        let mut more = Saved::new();
+        more.insert("t".into(), std::collections::HashMap::new());
+        let e = job
+            .write_server(0, &more)
+            .expect_err("cannot write")
+            .to_string();
+        assert!(
+            e.contains("cannot write checkpoint") && e.contains("server-0.tmp"),
+            "{e}"
+        );
+        assert_eq!(
+            std::fs::read(job.path().join("server-0")).expect("file"),
+            before
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn checkpoints_round_trip_and_reject_damage() {

@@ -65,9 +65,7 @@ pub fn run_job(args: RunArgs) -> ExitCode {
         Ok(s) => s,
         Err(e) => return fail(e.to_string()),
     };
-    if let Some(session) = &session {
-        share_integrals(session, cache);
-    }
+    let integrals = session.as_ref().and_then(|s| share_integrals(s, cache));
     let compiled = match compile::programs(&job.programs, &job.compiler, session.as_ref()) {
         Ok(c) => c,
         Err(code) => return code,
@@ -75,7 +73,8 @@ pub fn run_job(args: RunArgs) -> ExitCode {
     if let Err(e) = checks::sets(&args.set, &job.known, &compiled) {
         return fail(e);
     }
-    execute(&args, session, &compiled, &job.setup, &registry, &options)
+    let ranks = Ranks { session, integrals };
+    execute(&args, ranks, &compiled, &job.setup, &registry, &options)
 }
 
 /// The integral cache's budget for this process (its worker threads share one cache):
@@ -108,10 +107,11 @@ fn integral_cache(args: &RunArgs, mpi: Option<usize>) -> Result<usize, String> {
 /// Under mpirun, the ranks of each node keep the integral blocks they compute in one table,
 /// in a file in `/dev/shm` (else the temporary folder) of the per-rank budget times the node's
 /// ranks: a block is computed once per node, not once per rank. Where that cannot be set up
-/// each rank keeps its own, as in a run on threads, and rank 0 says why.
-fn share_integrals(session: &mpi::Session, budget: usize) {
+/// each rank keeps its own, as in a run on threads, and rank 0 says why. Returns, where a table
+/// is shared, what the summary says of it.
+fn share_integrals(session: &mpi::Session, budget: usize) -> Option<String> {
     if budget == 0 {
-        return;
+        return None;
     }
     let shm = std::path::Path::new("/dev/shm");
     let dir = if shm.is_dir() {
@@ -124,17 +124,31 @@ fn share_integrals(session: &mpi::Session, budget: usize) {
         .map_err(|e| e.details().message.clone())
         .and_then(|file| match file {
             Some(file) => {
-                sial_chemistry::integrals::share_among_processes(file).map_err(|e| e.to_string())
+                let bytes = file.metadata().map_or(0, |m| m.len());
+                sial_chemistry::integrals::share_among_processes(file)
+                    .map(|()| Some(bytes))
+                    .map_err(|e| e.to_string())
             }
-            None => Ok(()),
+            None => Ok(None),
         });
-    if let Err(e) = shared
-        && rank_zero()
-    {
-        eprintln!(
-            "sial: warning: each rank keeps its own integral blocks (none shared on the node): \
-             {e} (--integral-cache sets the size per rank)"
-        );
+    match shared {
+        Ok(bytes) => bytes.map(|bytes| {
+            format!(
+                "one table for the {} ranks of this node, up to {} MiB in {}",
+                bytes / budget as u64,
+                bytes >> 20,
+                dir.display()
+            )
+        }),
+        Err(e) => {
+            if rank_zero() {
+                eprintln!(
+                    "sial: warning: each rank keeps its own integral blocks (none shared on the \
+                     node): {e} (--integral-cache sets the size per rank)"
+                );
+            }
+            None
+        }
     }
 }
 
@@ -294,9 +308,15 @@ fn load_job(args: &RunArgs) -> Result<Job, ExitCode> {
 }
 
 /// Runs the job on threads or under mpirun, then writes what was asked for.
+/// Under mpirun, this process's MPI and what the summary says of the node's integral table.
+struct Ranks {
+    session: Option<mpi::Session>,
+    integrals: Option<String>,
+}
+
 fn execute(
     args: &RunArgs,
-    mpi: Option<mpi::Session>,
+    ranks: Ranks,
     compiled: &[bytecode::Program],
     setup: &Setup,
     registry: &sial_interpreter::specials::Registry,
@@ -338,7 +358,7 @@ fn execute(
         });
         Ok(())
     };
-    let result = if let Some(session) = mpi {
+    let result = if let Some(session) = ranks.session {
         match session.run(compiled, setup, registry, &mut out, options, &mut collect) {
             // Another rank than 0: rank 0 reports and writes the files.
             Ok(None) => return ExitCode::SUCCESS,
@@ -365,7 +385,7 @@ fn execute(
         }
     }
     match result {
-        Ok(report) => report_success(args, &report, &energies),
+        Ok(report) => report_success(args, &report, &energies, ranks.integrals.as_deref()),
         Err(e) => {
             eprintln!("{e}");
             if let Some(dir) = &options.checkpoints
@@ -389,9 +409,13 @@ fn report_success(
     args: &RunArgs,
     report: &Report,
     energies: &[sial_chemistry::results::Energy],
+    integrals: Option<&str>,
 ) -> ExitCode {
     if !args.quiet {
         eprint!("{}", sial_interpreter::report::summary(report));
+        if let Some(integrals) = integrals {
+            eprintln!("  integral blocks: {integrals}");
+        }
         if !energies.is_empty() {
             eprint!("{}", sial_chemistry::results::table(energies));
         }

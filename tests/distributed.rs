@@ -326,7 +326,8 @@ fn the_integral_cache_never_changes_results() {
 /// Under mpirun the ranks of a node share one table of integral blocks, and the results are
 /// the same, bit for bit, whatever its size: none (`0`), room for a few blocks, the default. A
 /// table larger than the file system that holds it can take is not made: each rank keeps its
-/// own blocks, says why once, and the results are the same again.
+/// own blocks, says why once, and the results are the same again. The summary of a run that
+/// shares a table says so.
 #[cfg(feature = "mpi")]
 #[test]
 fn mpi_ranks_of_a_node_share_integral_blocks() {
@@ -347,6 +348,18 @@ fn mpi_ranks_of_a_node_share_integral_blocks() {
         },
     ));
     all_the_same(&dumps);
+    // The summary says that the table is shared, and by how many ranks.
+    let out = Sial::via(&mpirun(3))
+        .args(["run", "programs/water/water.json"])
+        .env_remove("SIALPATH")
+        .run();
+    assert!(out.ok, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("integral blocks: one table for the 3 ranks of this node"),
+        "{}",
+        out.stderr
+    );
 }
 
 /// Prefetching never changes results (docs/ARCHITECTURE.md "Prefetch"): off, auto and fixed depths, with and

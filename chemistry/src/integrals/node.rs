@@ -39,8 +39,10 @@ const HEADER: usize = 64;
 const SLOT: usize = 64;
 /// Slots probed from a key's hash before giving up.
 const PROBES: usize = 64;
-/// One slot per this many bytes of file: blocks are rarely smaller than a few KiB.
-const BYTES_PER_SLOT: usize = 16 << 10;
+/// One slot per this many bytes of file. The slots are reserved when the table is mapped, so
+/// they are few (a 6 GiB table has 4 MiB of them); a job of smaller blocks fills its slots
+/// before its bytes and computes the blocks it cannot keep.
+const BYTES_PER_SLOT: usize = 64 << 10;
 /// Alignment of blocks in the arena.
 const ALIGN: usize = 64;
 /// How long an insert waits for the lock before giving up keeping its block.
@@ -371,10 +373,10 @@ mod tests {
 
     #[test]
     fn blocks_past_the_arena_are_not_kept() {
-        // 64 KiB: 4 slots and the rest arena.
-        let file = TempFile::new("full", 64 << 10);
+        // 256 KiB: 4 slots and the rest arena.
+        let file = TempFile::new("full", 256 << 10);
         let table = file.open();
-        let big = vec![1.0; 6000];
+        let big = vec![1.0; 20_000];
         assert!(table.insert(&key(1, &spans(0)).unwrap(), &big));
         assert!(!table.insert(&key(1, &spans(1)).unwrap(), &big));
         assert!(table.get(&key(1, &spans(1)).unwrap()).is_none());
@@ -384,7 +386,7 @@ mod tests {
     #[test]
     fn a_full_neighbourhood_of_slots_keeps_nothing_more() {
         // 4 slots: a fifth key finds no free slot among its probes.
-        let file = TempFile::new("slots", 64 << 10);
+        let file = TempFile::new("slots", 256 << 10);
         let table = file.open();
         let kept: Vec<bool> = (0..5)
             .map(|i| table.insert(&key(1, &spans(i)).unwrap(), &[i as f64]))
@@ -401,7 +403,7 @@ mod tests {
 
     #[test]
     fn concurrent_inserts_keep_each_block_once_and_whole() {
-        let file = TempFile::new("threads", 8 << 20);
+        let file = TempFile::new("threads", 32 << 20);
         let tables: Vec<NodeBlocks> = (0..4).map(|_| file.open()).collect();
         std::thread::scope(|scope| {
             for table in &tables {

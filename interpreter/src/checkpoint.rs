@@ -90,17 +90,18 @@ struct ServerFile<S, B> {
     arrays: Vec<(S, Vec<(BlockKey, B)>)>,
 }
 
-/// The file being written: buffered, with the CRC-32 of what goes through it, and the first
-/// error of the file system kept (postcard reports only that writing stopped).
+/// The file under the buffer that encoding writes to: the CRC-32 of what reaches it, computed on
+/// the buffer's large writes (the encoder writes one value at a time), and the first error of
+/// the file system kept (postcard reports only that writing stopped).
 struct Checksummed {
-    out: std::io::BufWriter<std::fs::File>,
+    file: std::fs::File,
     crc: crc32fast::Hasher,
     error: Option<std::io::Error>,
 }
 
 impl std::io::Write for Checksummed {
     fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        match self.out.write(bytes) {
+        match self.file.write(bytes) {
             Ok(n) => {
                 self.crc.update(&bytes[..n]);
                 Ok(n)
@@ -114,30 +115,43 @@ impl std::io::Write for Checksummed {
     }
 
     fn flush(&mut self) -> std::io::Result<()> {
-        self.out.flush()
+        self.file.flush()
     }
 }
 
 /// A checkpoint file: the magic, the format version, the contents encoded with postcard and
-/// the CRC-32 of that encoding, written to `out` as they are encoded.
-fn encode(out: std::fs::File, magic: &[u8; 8], contents: &impl Serialize) -> std::io::Result<()> {
+/// the CRC-32 of that encoding, written to `file` as they are encoded.
+fn encode(
+    mut file: std::fs::File,
+    magic: &[u8; 8],
+    contents: &impl Serialize,
+) -> std::io::Result<()> {
     use std::io::Write;
-    let mut out = std::io::BufWriter::with_capacity(1 << 20, out);
-    out.write_all(magic)?;
-    out.write_all(&VERSION.to_le_bytes())?;
-    let mut payload = Checksummed {
-        out,
+    let mut header = magic.to_vec();
+    header.extend_from_slice(&VERSION.to_le_bytes());
+    file.write_all(&header)?;
+    let checksummed = Checksummed {
+        file,
         crc: crc32fast::Hasher::new(),
         error: None,
     };
-    if let Err(e) = postcard::to_io(contents, &mut payload) {
-        return Err(payload.error.take().unwrap_or_else(|| {
-            std::io::Error::other(format!("internal: checkpoint encoding: {e}"))
-        }));
+    let mut payload = std::io::BufWriter::with_capacity(1 << 20, checksummed);
+    let encoded = postcard::to_io(contents, &mut payload).map(|_| ());
+    let flushed = payload.flush();
+    let (
+        Checksummed {
+            mut file,
+            crc,
+            error,
+        },
+        _,
+    ) = payload.into_parts();
+    if let Some(e) = error {
+        return Err(e);
     }
-    let Checksummed { mut out, crc, .. } = payload;
-    out.write_all(&crc.finalize().to_le_bytes())?;
-    out.flush()
+    encoded.map_err(|e| std::io::Error::other(format!("internal: checkpoint encoding: {e}")))?;
+    flushed?;
+    file.write_all(&crc.finalize().to_le_bytes())
 }
 
 fn io_error(path: &Path, what: &str, e: impl std::fmt::Display) -> RuntimeError {

@@ -307,13 +307,13 @@ fn load_job(args: &RunArgs) -> Result<Job, ExitCode> {
     })
 }
 
-/// Runs the job on threads or under mpirun, then writes what was asked for.
 /// Under mpirun, this process's MPI and what the summary says of the node's integral table.
 struct Ranks {
     session: Option<mpi::Session>,
     integrals: Option<String>,
 }
 
+/// Runs the job on threads or under mpirun, then writes what was asked for.
 fn execute(
     args: &RunArgs,
     ranks: Ranks,

@@ -209,11 +209,11 @@ impl NodeBlocks {
     /// Keeps `data` as the block of `key` unless the table holds it already or has no room.
     /// Returns whether this call kept it.
     pub(crate) fn insert(&self, key: &Key, data: &[f64]) -> bool {
-        let Some((s, offset)) = self.claim(key, std::mem::size_of_val(data)) else {
+        let bytes = std::mem::size_of_val(data);
+        let Some((s, offset)) = self.claim(key, bytes) else {
             return false;
         };
         let at = self.arena + offset;
-        let bytes = std::mem::size_of_val(data);
         if reserve(&self.file, at, bytes).is_err() {
             self.slot(s, 0).store(FAILED, Ordering::Release);
             return false;

@@ -62,13 +62,12 @@ impl Session {
     /// the job ends. `Ok(None)` where this node runs one rank alone; an error, the same on
     /// every rank of the node, where a rank could not make or open it.
     pub fn node_file(&self, dir: &Path, name: &str, bytes_per_rank: u64) -> Result<Option<File>> {
-        let world = self.universe.world();
-        let me = world.rank() as usize;
+        let (me, _) = self.rank_and_size();
         // The node's ranks are those on a host of the same name: one all-gather, where
         // `MPI_Comm_split_type` takes 60 ms in MPICH 4.0. A rank whose host has no name shares
         // with none.
         let host = ::mpi::environment::processor_name().unwrap_or_else(|_| format!("rank {me}"));
-        let hosts = crate::cluster::mpi::all_gather(&world, host.as_bytes())?;
+        let hosts = self.all_gather(host.as_bytes())?;
         let node: Vec<usize> = (0..hosts.len())
             .filter(|&r| hosts[r] == host.as_bytes())
             .collect();
@@ -95,7 +94,7 @@ impl Session {
             Some((_, Err(e))) => format!("-{e}"),
             None => String::new(),
         };
-        let heard = crate::cluster::mpi::all_gather(&world, said.as_bytes())?;
+        let heard = self.all_gather(said.as_bytes())?;
         let said = node
             .first()
             .map(|&r| String::from_utf8_lossy(&heard[r]).into_owned())
@@ -116,7 +115,7 @@ impl Session {
         };
         // The name goes once every rank has the file open, or has failed to.
         let failed = opened.as_ref().err().cloned().unwrap_or_default();
-        let heard = crate::cluster::mpi::all_gather(&world, failed.as_bytes())?;
+        let heard = self.all_gather(failed.as_bytes())?;
         if let Some(path) = made {
             let _ = std::fs::remove_file(path);
         }
@@ -258,7 +257,6 @@ fn run(
     world.abort(1)
 }
 
-/// What global rank `rank` is: "worker K" or "server K".
 /// Whether the file system of `dir` has `len` bytes free: a sparse file larger than that is
 /// made without complaint, and fails only when its pages are written.
 fn room(dir: &Path, len: u64) -> std::result::Result<(), String> {
@@ -292,6 +290,7 @@ fn room(dir: &Path, len: u64) -> std::result::Result<(), String> {
     Ok(())
 }
 
+/// What global rank `rank` is: "worker K" or "server K".
 fn role_name(roles: &[bool], rank: usize) -> String {
     let (server, k) = crate::cluster::role_of(roles, rank);
     format!("{} {k}", if server { "server" } else { "worker" })

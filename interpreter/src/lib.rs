@@ -17,6 +17,7 @@ pub mod print;
 pub mod report;
 pub mod server;
 pub mod setup;
+mod spare;
 pub mod specials;
 pub mod store;
 mod sum;

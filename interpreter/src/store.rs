@@ -22,16 +22,43 @@ impl Block {
     /// overflows or the allocator refuses the memory (the size checks against the budgets come
     /// first; this is for a machine with less free memory than the budgets allow).
     pub fn zeros(shape: Vec<usize>) -> crate::error::Result<Block> {
-        let data = block_bytes(&shape)
-            .and_then(|bytes| zeroed(bytes / 8))
-            .ok_or_else(|| {
-                crate::error::RuntimeError::new(format!(
-                    "out of memory: a block of {shape:?} ({} bytes) cannot be allocated; this machine has less free memory than the memory options allow (lower --worker-memory or --server-memory, or run on more or bigger nodes)",
-                    block_bytes(&shape).map_or_else(|| "too many".to_string(), |b| b.to_string())
-                ))
-            })?;
-        Ok(Block { shape, data })
+        Block::allocate(shape, crate::spare::zeros)
     }
+
+    /// A block whose every element the caller writes before reading any: its values are
+    /// unspecified (a spare buffer's old values, or zeros). As [`Block::zeros`] otherwise.
+    pub fn overwritable(shape: Vec<usize>) -> crate::error::Result<Block> {
+        Block::allocate(shape, crate::spare::overwritable)
+    }
+
+    /// A copy of the block (in a spare buffer where there is one), as [`Block::zeros`] where
+    /// memory is short.
+    pub fn copy(&self) -> crate::error::Result<Block> {
+        match crate::spare::copy(&self.data) {
+            Some(data) => Ok(Block {
+                shape: self.shape.clone(),
+                data,
+            }),
+            None => Err(out_of_memory(&self.shape)),
+        }
+    }
+
+    fn allocate(
+        shape: Vec<usize>,
+        data: fn(usize) -> Option<Vec<f64>>,
+    ) -> crate::error::Result<Block> {
+        match block_bytes(&shape).and_then(|bytes| data(bytes / 8)) {
+            Some(data) => Ok(Block { shape, data }),
+            None => Err(out_of_memory(&shape)),
+        }
+    }
+}
+
+fn out_of_memory(shape: &[usize]) -> crate::error::RuntimeError {
+    crate::error::RuntimeError::new(format!(
+        "out of memory: a block of {shape:?} ({} bytes) cannot be allocated; this machine has less free memory than the memory options allow (lower --worker-memory or --server-memory, or run on more or bigger nodes)",
+        block_bytes(shape).map_or_else(|| "too many".to_string(), |b| b.to_string())
+    ))
 }
 
 /// `n` zeros, or `None` where the allocator refuses: as `vec![0.0; n]` (zeroed memory from the

@@ -8,14 +8,22 @@
 /// Branch-free (an overflow is selected afterwards), so that loops over blocks vectorise.
 #[inline(always)]
 fn compensated_add(hi: &mut f64, lo: &mut f64, x: f64) {
-    let s = *hi + x;
-    let b = s - *hi;
-    let e = (*hi - (s - b)) + (x - b);
-    let t = *lo + e;
+    (*hi, *lo) = compensated_sum(*hi, *lo, x);
+}
+
+/// `(hi, lo) + x`, as the new `(hi, lo)`.
+#[inline(always)]
+fn compensated_sum(hi: f64, lo: f64, x: f64) -> (f64, f64) {
+    let s = hi + x;
+    let b = s - hi;
+    let e = (hi - (s - b)) + (x - b);
+    let t = lo + e;
     let h = s + t;
     let finite = s.is_finite();
-    *lo = if finite { t - (h - s) } else { 0.0 };
-    *hi = if finite { h } else { s };
+    (
+        if finite { h } else { s },
+        if finite { t - (h - s) } else { 0.0 },
+    )
 }
 
 /// `(hi, lo) += x` element by element. Compiled for each vector width the CPU may have, with
@@ -24,6 +32,23 @@ fn compensated_add(hi: &mut f64, lo: &mut f64, x: f64) {
 pub(crate) fn compensated_add_block(hi: &mut [f64], lo: &mut [f64], x: &[f64]) {
     for ((h, l), &x) in hi.iter_mut().zip(lo.iter_mut()).zip(x) {
         compensated_add(h, l, x);
+    }
+}
+
+/// `(hi, 0) += x` element by element, into a fresh low part: `lo`'s old values are not read,
+/// and the bits are those of [`compensated_add_block`] with `lo` all zeros.
+#[multiversion::multiversion(targets("x86_64+avx512f", "x86_64+avx2"))]
+pub(crate) fn compensated_start_block(hi: &mut [f64], lo: &mut [f64], x: &[f64]) {
+    for ((h, l), &x) in hi.iter_mut().zip(lo.iter_mut()).zip(x) {
+        (*h, *l) = compensated_sum(*h, 0.0, x);
+    }
+}
+
+/// `(hi, 0) += v` for every element, as [`compensated_start_block`].
+#[multiversion::multiversion(targets("x86_64+avx512f", "x86_64+avx2"))]
+pub(crate) fn compensated_start_scalar(hi: &mut [f64], lo: &mut [f64], v: f64) {
+    for (h, l) in hi.iter_mut().zip(lo.iter_mut()) {
+        (*h, *l) = compensated_sum(*h, 0.0, v);
     }
 }
 
@@ -85,6 +110,35 @@ mod tests {
                 compensated_add_block(&mut hi, &mut lo, &gl);
             }
             prop_assert_eq!(hi[0].to_bits(), direct.to_bits());
+        }
+    }
+
+    proptest! {
+        /// Starting a low part gives the bits of adding onto a low part of zeros, whatever the
+        /// buffer held before (signed zeros and infinities included).
+        #[test]
+        fn a_started_low_part_is_one_of_zeros(
+            pairs in proptest::collection::vec(
+                (prop_oneof![any::<f64>(), Just(-0.0), Just(0.0), Just(f64::INFINITY)],
+                 prop_oneof![any::<f64>(), Just(-0.0), Just(1e-300)]),
+                1..20,
+            ),
+            old in any::<f64>(),
+        ) {
+            let (hi, x): (Vec<f64>, Vec<f64>) = pairs.into_iter().unzip();
+            let (mut h0, mut l0) = (hi.clone(), vec![0.0; hi.len()]);
+            compensated_add_block(&mut h0, &mut l0, &x);
+            let (mut h1, mut l1) = (hi.clone(), vec![old; hi.len()]);
+            compensated_start_block(&mut h1, &mut l1, &x);
+            let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            prop_assert_eq!(bits(&h0), bits(&h1));
+            prop_assert_eq!(bits(&l0), bits(&l1));
+            let (mut h0, mut l0) = (hi.clone(), vec![0.0; hi.len()]);
+            compensated_add_scalar(&mut h0, &mut l0, x[0]);
+            let (mut h1, mut l1) = (hi, vec![old; h0.len()]);
+            compensated_start_scalar(&mut h1, &mut l1, x[0]);
+            prop_assert_eq!(bits(&h0), bits(&h1));
+            prop_assert_eq!(bits(&l0), bits(&l1));
         }
     }
 

@@ -217,8 +217,9 @@ impl ToWorker {
     }
 }
 
-/// Block data in a serialised message: its length only. Deserialised, the data is zeros of
-/// that length, into which the transport receives the data that follows the message.
+/// Block data in a serialised message: its length only. Deserialised, the data is a buffer of
+/// that length (old values of a spare buffer, or zeros), into which the transport receives
+/// the data that follows the message.
 mod data_length {
     use serde::{Deserialize, Deserializer, Serializer};
 
@@ -230,22 +231,22 @@ mod data_length {
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<f64>, D::Error> {
-        zeros(u64::deserialize(d)?)
+        buffer(u64::deserialize(d)?)
     }
 
-    /// `n` zeros, for data that follows its message.
-    pub fn zeros<E: serde::de::Error>(n: u64) -> Result<Vec<f64>, E> {
+    /// A buffer of `n` values for data that follows its message (and overwrites every one).
+    pub fn buffer<E: serde::de::Error>(n: u64) -> Result<Vec<f64>, E> {
         if n > MOST {
             return Err(E::custom("block data length out of range"));
         }
-        crate::store::zeroed(n as usize)
+        crate::spare::overwritable(n as usize)
             .ok_or_else(|| E::custom(format!("out of memory for a block of {n} values")))
     }
 }
 
 /// A block in a serialised message: its shape and the length of its data (see `data_length`).
 mod block_shape {
-    use super::data_length::zeros;
+    use super::data_length::buffer;
     use crate::store::Block;
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
     use std::sync::Arc;
@@ -258,14 +259,14 @@ mod block_shape {
         let (shape, n) = <(Vec<usize>, u64)>::deserialize(d)?;
         Ok(Arc::new(Block {
             shape,
-            data: zeros(n)?,
+            data: buffer(n)?,
         }))
     }
 }
 
 /// The blocks of a snapshot, as `block_shape`.
 mod blocks_shape {
-    use super::data_length::zeros;
+    use super::data_length::buffer;
     use crate::store::{Block, BlockKey};
     use serde::{Deserialize, Deserializer, Serializer};
     use std::sync::Arc;
@@ -291,7 +292,7 @@ mod blocks_shape {
                     key,
                     Arc::new(Block {
                         shape,
-                        data: zeros(n)?,
+                        data: buffer(n)?,
                     }),
                 ))
             })

@@ -279,6 +279,7 @@ impl Ranks<'_> {
         done: &mut Done<'_>,
     ) -> Result<(WorkerStats, Vec<ServerStats>)> {
         let options = self.options();
+        crate::spare::limit(options.worker_memory);
         let first = link.rank() == 0;
         crate::trace::track(&format!("worker {}", link.rank()));
         let mut persisted = self.resume.persisted.clone();

@@ -11,7 +11,10 @@
 use super::race::Mode;
 use crate::error::{Result, RuntimeError};
 use crate::store::{Block, BlockKey, KeyMap};
-use crate::sum::{compensated_add_block, compensated_add_scalar};
+use crate::sum::{
+    compensated_add_block, compensated_add_scalar, compensated_start_block,
+    compensated_start_scalar,
+};
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -375,7 +378,7 @@ impl BlockStore {
         let bytes = slot.bytes();
         let mut data = match buffer {
             Some(b) => b,
-            None => crate::store::zeroed(bytes / 8).ok_or_else(|| {
+            None => crate::spare::overwritable(bytes / 8).ok_or_else(|| {
                 RuntimeError::new(format!(
                     "server {}: out of memory reading back a block of {bytes} bytes",
                     self.server
@@ -449,6 +452,9 @@ impl BlockStore {
         {
             self.lru.remove(&s.last_use);
             self.account(0, old.data.len() * 8);
+            if let Ok(old) = Arc::try_unwrap(old) {
+                crate::spare::give(old.data);
+            }
         }
         drop(self.make_room(bytes, None, &text)?);
         self.clock += 1;
@@ -521,13 +527,19 @@ impl BlockStore {
             Some((s, lo)) if s == section && lo.len() == n => Some(lo),
             Some((_, lo)) => {
                 self.account(0, lo.len() * 8);
+                crate::spare::give(lo);
                 None
             }
             None => None,
         };
-        if lo.is_none() && self.memory + n * 8 <= self.spill.budget {
-            self.account(n * 8, 0);
-            lo = Some(vec![0.0; n]);
+        // A new low part is written by the first addition, not read (no zero-filling).
+        let fresh = lo.is_none() && self.memory + n * 8 <= self.spill.budget;
+        if fresh {
+            // Where the allocator refuses, the sum is plain, as where the budget has no room.
+            lo = crate::spare::overwritable(n);
+            if lo.is_some() {
+                self.account(n * 8, 0);
+            }
         }
         let r = self.update(array, key, shape, section, |b| {
             let (hi, x) = (&mut b.data, add);
@@ -536,18 +548,29 @@ impl BlockStore {
                     if x.len() != hi.len() {
                         return Err(RuntimeError::new("internal: accumulate of another size"));
                     }
-                    compensated_add_block(hi, lo, x);
+                    if fresh {
+                        compensated_start_block(hi, lo, x);
+                    } else {
+                        compensated_add_block(hi, lo, x);
+                    }
                 }
-                (Some(lo), Addend::Scalar(v)) => {
-                    compensated_add_scalar(hi, lo, v);
-                }
+                (Some(lo), Addend::Scalar(v)) if fresh => compensated_start_scalar(hi, lo, v),
+                (Some(lo), Addend::Scalar(v)) => compensated_add_scalar(hi, lo, v),
                 (None, Addend::Block(x)) => sial_superinstructions::axpy(hi, 1.0, x)?,
                 (None, Addend::Scalar(v)) => sial_superinstructions::add_scalar(hi, v),
             }
             Ok(())
         });
-        if let Some(lo) = lo {
-            self.residuals.insert((array, key), (section, lo));
+        match lo {
+            // A failed first addition has not written the low part: it is not kept.
+            Some(lo) if r.is_err() && fresh => {
+                self.account(0, lo.len() * 8);
+                crate::spare::give(lo);
+            }
+            Some(lo) => {
+                self.residuals.insert((array, key), (section, lo));
+            }
+            None => {}
         }
         r
     }
@@ -555,13 +578,10 @@ impl BlockStore {
     /// Forgets the low parts of sums of sections before `section` (every worker has left them).
     pub fn end_sections_before(&mut self, section: u32) {
         let mut freed = 0;
-        self.residuals.retain(|_, (s, lo)| {
-            let keep = *s >= section;
-            if !keep {
-                freed += lo.len() * 8;
-            }
-            keep
-        });
+        for (_, (_, lo)) in self.residuals.extract_if(|_, (s, _)| *s < section) {
+            freed += lo.len() * 8;
+            crate::spare::give(lo);
+        }
         self.account(0, freed);
     }
 
@@ -569,6 +589,7 @@ impl BlockStore {
     pub fn forget_residual(&mut self, array: u32, key: &BlockKey) {
         if let Some((_, lo)) = self.residuals.remove(&(array, *key)) {
             self.account(0, lo.len() * 8);
+            crate::spare::give(lo);
         }
     }
 

@@ -391,7 +391,7 @@ impl<'p> Server<'p> {
                 let r = self
                     .store
                     .accumulate(array, key, &shape, section, Addend::Block(&data));
-                drop(data);
+                crate::spare::give(data);
                 self.store.received(bytes);
                 r.map_err(at)?;
             }
@@ -454,6 +454,7 @@ pub fn serve(
     at_end: &mut dyn FnMut(&Saved) -> Result<()>,
 ) -> Result<ServerStats> {
     let mut server = Server::new(program, link.rank(), spill.clone());
+    crate::spare::limit(spill.budget);
     loop {
         let msg = link.recv()?;
         let mut replies = Vec::new();

@@ -30,11 +30,12 @@ impl Deref for BlockRead<'_> {
 }
 
 impl BlockRead<'_> {
-    pub(crate) fn into_owned(self) -> Block {
+    /// The block to keep: moved where it is owned, else copied.
+    pub(crate) fn into_owned(self) -> Result<Block> {
         match self {
-            BlockRead::Borrowed(b) => b.clone(),
-            BlockRead::Owned(b) => b,
-            BlockRead::Shared(b) => Arc::unwrap_or_clone(b),
+            BlockRead::Borrowed(b) => b.copy(),
+            BlockRead::Owned(b) => Ok(b),
+            BlockRead::Shared(b) => Arc::try_unwrap(b).or_else(|b| b.copy()),
         }
     }
 }
@@ -256,14 +257,14 @@ impl Worker<'_> {
         }
         if let Storage::Blocks(map) = &self.memory[r.array.index()] {
             let (key, _) = self.locate(r)?;
-            return map.get(&key).cloned().ok_or_else(|| {
-                RuntimeError::program(format!(
+            return map.get(&key).map(Block::copy).unwrap_or_else(|| {
+                Err(RuntimeError::program(format!(
                     "Attempting to update non-existent block {}",
                     self.block_text(r.array, &key)
-                ))
+                )))
             });
         }
-        Ok(self.read_block(r)?.into_owned())
+        self.read_block(r)?.into_owned()
     }
 
     /// Stores a block (intent w): creates it if absent (temp blocks join the innermost scope),
@@ -289,13 +290,18 @@ impl Worker<'_> {
             _ => None,
         };
         match &mut self.memory[r.array.index()] {
-            Storage::Blocks(map) => {
-                let new = map.insert(key, block).is_none();
-                if new && kind == ArrayKind::Temp {
-                    self.scopes.hold(r.array, key);
+            Storage::Blocks(map) => match map.insert(key, block) {
+                Some(old) => {
+                    crate::spare::give(old.data);
+                    Ok(())
                 }
-                Ok(())
-            }
+                None => {
+                    if kind == ArrayKind::Temp {
+                        self.scopes.hold(r.array, key);
+                    }
+                    Ok(())
+                }
+            },
             Storage::Whole(whole) => {
                 paste(whole, origin.as_deref().unwrap_or(&[]), &block);
                 Ok(())

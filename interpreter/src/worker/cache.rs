@@ -16,6 +16,17 @@ pub(super) enum Slot {
     Evicted,
 }
 
+impl Drop for Slot {
+    /// A fetched copy no one else holds leaves its buffer for the next block (`crate::spare`).
+    fn drop(&mut self) {
+        if let Slot::Ready(b) = self
+            && let Some(b) = Arc::get_mut(b)
+        {
+            crate::spare::give(std::mem::take(&mut b.data));
+        }
+    }
+}
+
 /// What the cache knows of one block.
 pub(super) struct Entry {
     pub(super) slot: Slot,

@@ -121,7 +121,7 @@ impl Worker<'_> {
                 } else if intent == Intent::Update {
                     self.update_block(r)?
                 } else {
-                    self.read_block(r)?.into_owned()
+                    self.read_block(r)?.into_owned()?
                 };
                 Arg {
                     kind: ArgKind::Block,

@@ -501,7 +501,9 @@ impl<'a> Worker<'a> {
         for (a, key) in self.scopes.close() {
             match &mut self.memory[a.index()] {
                 Storage::Blocks(map) => {
-                    map.remove(&key);
+                    if let Some(b) = map.remove(&key) {
+                        crate::spare::give(b.data);
+                    }
                     // A failure here is a device failure; the next device use reports it.
                     let _ = self.forget_on_device((a.0, key));
                 }

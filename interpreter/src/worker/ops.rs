@@ -15,7 +15,7 @@ impl Worker<'_> {
             Op::BlockScalar { dst, update, value } => {
                 let v = self.eval_scalar(*value)?;
                 let mut b = match update {
-                    ScalarUpdate::Fill => Block::zeros(self.operand_shape(dst)?)?,
+                    ScalarUpdate::Fill => Block::overwritable(self.operand_shape(dst)?)?,
                     _ => self.update_operand(dst)?,
                 };
                 match update {
@@ -27,7 +27,7 @@ impl Worker<'_> {
             }
             Op::BlockCopy { dst, src, layout } => {
                 let s = self.read_operand(src)?;
-                let mut d = Block::zeros(self.operand_shape(dst)?)?;
+                let mut d = Block::overwritable(self.operand_shape(dst)?)?;
                 arrange(&mut d, &s, layout, None)?;
                 self.write_operand(dst, d)
             }
@@ -54,7 +54,7 @@ impl Worker<'_> {
                 right,
                 sign,
             } => {
-                let mut d = Block::zeros(self.shape_of(dst)?)?;
+                let mut d = Block::overwritable(self.shape_of(dst)?)?;
                 let (l, r) = (self.read_block(left)?, self.read_block(right)?);
                 match sign {
                     Sign::Plus => k::add(&mut d.data, &l.data, &r.data)?,
@@ -79,7 +79,7 @@ impl Worker<'_> {
             } => {
                 let f = self.eval_scalar(*factor)?;
                 let mut d = match (*accumulate, dst.array == src.array) {
-                    (false, _) => Block::zeros(self.shape_of(dst)?)?,
+                    (false, _) => Block::overwritable(self.shape_of(dst)?)?,
                     (true, true) => self.update_block(dst)?,
                     (true, false) => self.take_block(dst)?,
                 };
@@ -108,7 +108,7 @@ impl Worker<'_> {
                 self.write_block(dst, part)
             }
             Op::Insert { dst, src } => {
-                let part = self.read_block(src)?.into_owned();
+                let part = self.read_block(src)?.into_owned()?;
                 let sub = self.sub_block(dst)?;
                 if part.shape != sub.shape {
                     return Err(RuntimeError::program(
@@ -179,7 +179,8 @@ impl Worker<'_> {
         let mut d = if accumulate {
             self.take_block(dst)?
         } else {
-            Block::zeros(self.shape_of(dst)?)?
+            // Overwritten: the kernels never read dst when beta is 0.
+            Block::overwritable(self.shape_of(dst)?)?
         };
         let (l, r) = (self.read_block(left)?, self.read_block(right)?);
         let labels = |b: &BlockRef| -> Vec<u32> { b.indices.iter().map(|i| i.0).collect() };
@@ -357,13 +358,20 @@ impl Worker<'_> {
                 .map(|(d, &x)| self.layout.extent(x, current[d], 0))
                 .collect();
             if let Storage::Blocks(map) = &mut self.memory[array.index()] {
-                if allocate {
-                    map.insert(key, Block::zeros(shape)?);
-                } else if map.remove(&key).is_none() {
-                    return Err(RuntimeError::program(format!(
-                        "attempting to remove a non-existent block {}",
-                        self.block_text(array, &key)
-                    )));
+                let gone = if allocate {
+                    map.insert(key, Block::zeros(shape)?)
+                } else {
+                    let gone = map.remove(&key);
+                    if gone.is_none() {
+                        return Err(RuntimeError::program(format!(
+                            "attempting to remove a non-existent block {}",
+                            self.block_text(array, &key)
+                        )));
+                    }
+                    gone
+                };
+                if let Some(b) = gone {
+                    crate::spare::give(b.data);
                 }
             }
             let mut advanced = false;
@@ -386,7 +394,7 @@ impl Worker<'_> {
     fn put(&mut self, dst: &BlockRef, op: PutOp, value: &PutValue) -> Result<()> {
         let (key, shape) = self.locate(dst)?;
         let payload = match value {
-            PutValue::Block(src) => Payload::Block(self.read_block(src)?.into_owned().data),
+            PutValue::Block(src) => Payload::Block(self.read_block(src)?.into_owned()?.data),
             PutValue::Scalar(e) => Payload::Scalar(self.eval_scalar(*e)?),
         };
         let text = || self.block_text(dst.array, &key);

@@ -9,7 +9,7 @@
 
 use crate::cluster::message::{Origin, Payload, ToServer};
 use crate::store::{BlockKey, KeyMap};
-use crate::sum::compensated_add_block;
+use crate::sum::{compensated_add_block, compensated_start_block};
 use sial_bytecode::PutOp;
 
 /// The terms of one block summed so far.
@@ -122,11 +122,19 @@ impl Sums {
         if p.shape != shape || p.hi.len() != data.len() {
             return Some(accumulate(from, array, key, shape, data));
         }
-        let lo = p.lo.get_or_insert_with(|| {
-            self.bytes += data.len() * 8;
-            vec![0.0; data.len()]
-        });
-        compensated_add_block(&mut p.hi, lo, &data);
+        match p.lo.as_mut() {
+            Some(lo) => compensated_add_block(&mut p.hi, lo, &data),
+            None => {
+                // Where the allocator refuses, the term goes as it is.
+                let Some(mut lo) = crate::spare::overwritable(data.len()) else {
+                    return Some(accumulate(from, array, key, shape, data));
+                };
+                compensated_start_block(&mut p.hi, &mut lo, &data);
+                self.bytes += data.len() * 8;
+                p.lo = Some(lo);
+            }
+        }
+        crate::spare::give(data);
         None
     }
 

@@ -116,6 +116,17 @@ impl Outbox {
     pub(super) fn pop(&mut self) {
         if let Some((_, held)) = self.pending.pop_front() {
             self.bytes -= held.bytes();
+            // The buffers of data sent, and of blocks no one else holds, serve the next
+            // blocks (`crate::spare`).
+            match held {
+                Held::Data(data) => crate::spare::give(data),
+                Held::Block(block) => {
+                    if let Ok(block) = Arc::try_unwrap(block) {
+                        crate::spare::give(block.data);
+                    }
+                }
+                Held::Bytes(_) => {}
+            }
         }
     }
 

@@ -205,25 +205,48 @@ impl JobDir {
         std::fs::rename(&tmp, &file).map_err(|e| io_error(&file, "cannot write checkpoint", e))
     }
 
-    fn read<T: for<'de> Deserialize<'de>>(&self, name: &str, magic: &[u8; 8]) -> Result<T> {
+    /// Reads the checkpoint `name` streamed from its file, in two passes: the checksum over
+    /// the whole file first, then the decoding, so that a restart holds the contents once and
+    /// never a copy of the file beside them.
+    fn read<T: serde::de::DeserializeOwned>(&self, name: &str, magic: &[u8; 8]) -> Result<T> {
+        use std::io::{Read, Seek};
         let file = self.path.join(name);
         let what = format!("cannot restart job {}: checkpoint", self.id);
-        let bytes = std::fs::read(&file)
-            .map_err(|e| io_error(&file, &format!("{what} cannot be read:"), e))?;
+        let unreadable = |e: std::io::Error| io_error(&file, &format!("{what} cannot be read:"), e);
         let damaged =
             |why: &str| io_error(&file, &what, format!("{why} (the file is left in place)"));
-        if bytes.len() < 16 || !bytes.starts_with(&magic[..7]) {
+        let mut f = std::fs::File::open(&file).map_err(unreadable)?;
+        let len = f.metadata().map_err(unreadable)?.len();
+        let mut header = [0u8; 12];
+        if len < 16 || f.read_exact(&mut header).is_err() || !header.starts_with(&magic[..7]) {
             return Err(damaged("not a sial checkpoint of this kind"));
         }
-        let version = u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]);
-        if !bytes.starts_with(magic) || version != VERSION {
+        let version = u32::from_le_bytes([header[8], header[9], header[10], header[11]]);
+        if !header.starts_with(magic) || version != VERSION {
             return Err(damaged("written by another version of sial"));
         }
-        let (payload, crc) = bytes[12..].split_at(bytes.len() - 16);
-        if crc32fast::hash(payload).to_le_bytes() != crc {
+        let payload = len - 16;
+        let mut crc = crc32fast::Hasher::new();
+        let mut piece = vec![0u8; 1 << 20];
+        let mut left = payload;
+        while left > 0 {
+            let n = usize::try_from(left).map_or(piece.len(), |l| l.min(piece.len()));
+            f.read_exact(&mut piece[..n]).map_err(unreadable)?;
+            crc.update(&piece[..n]);
+            left -= n as u64;
+        }
+        let mut stored = [0u8; 4];
+        f.read_exact(&mut stored).map_err(unreadable)?;
+        if crc.finalize().to_le_bytes() != stored {
             return Err(damaged("damaged: its checksum does not match"));
         }
-        postcard::from_bytes(payload).map_err(|e| damaged(&format!("damaged: {e}")))
+        f.seek(std::io::SeekFrom::Start(12)).map_err(unreadable)?;
+        let reader = std::io::BufReader::with_capacity(1 << 20, f.take(payload));
+        // Room for the longest string of the file (labels), decoded one at a time.
+        let mut scratch = piece;
+        postcard::from_io((reader, &mut scratch[..]))
+            .map(|(contents, _)| contents)
+            .map_err(|e| damaged(&format!("damaged: {e}")))
     }
 
     pub fn write_worker(&self, c: &WorkerCheckpoint) -> Result<()> {
@@ -466,6 +489,50 @@ mod tests {
             "{err}"
         );
         job.remove();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_checkpoint_larger_than_the_read_pieces_round_trips_and_garbage_with_a_valid_checksum_is_damage()
+     {
+        let dir = std::env::temp_dir().join(format!("sial-ckpt-big-{}", std::process::id()));
+        let job = JobDir::new(&dir, "job-test");
+        let mut saved = Saved::new();
+        let blocks: std::collections::HashMap<_, _> = (1..=3)
+            .map(|s| {
+                let key = BlockKey {
+                    segments: [s, 1, 1, 1, 1, 1],
+                    parents: [0; 6],
+                };
+                // 3 × 2.4 MB: several 1 MiB pieces for the checksum and the reader.
+                let data = (0..300_000).map(|i| f64::from(i * s) * 0.5 - 1e3).collect();
+                let block = Block {
+                    shape: vec![600, 500],
+                    data,
+                };
+                (key, Arc::new(block))
+            })
+            .collect();
+        let label = "l".repeat(5000);
+        saved.insert(label.clone(), blocks.clone());
+        job.write_server(0, &saved).expect("write");
+        let back = job.read_server(0).expect("read");
+        assert_eq!(back.len(), 1);
+        for (k, b) in &blocks {
+            assert_eq!(*back[&label][k], **b);
+        }
+        // The right header and checksum around a payload that does not decode.
+        let file = job.path().join("server-0");
+        let mut bytes = std::fs::read(&file).expect("read")[..12].to_vec();
+        let payload = [0xffu8; 40];
+        bytes.extend_from_slice(&payload);
+        bytes.extend_from_slice(&crc32fast::hash(&payload).to_le_bytes());
+        std::fs::write(&file, &bytes).expect("write");
+        let err = job.read_server(0).expect_err("garbage").to_string();
+        assert!(
+            err.contains("damaged:") && err.contains("left in place"),
+            "{err}"
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 

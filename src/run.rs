@@ -17,11 +17,10 @@ pub fn run_job(args: RunArgs) -> ExitCode {
         Ok(o) => o,
         Err(e) => return fail(e),
     };
-    let cache = match integral_cache(&args, mpi) {
+    let cache = match integral_cache(&args) {
         Ok(bytes) => bytes,
         Err(e) => return fail(e),
     };
-    sial_chemistry::integrals::set_cache_budget(cache);
     let job = match load_job(&args) {
         Ok(job) => job,
         Err(code) => return code,
@@ -65,7 +64,16 @@ pub fn run_job(args: RunArgs) -> ExitCode {
         Ok(s) => s,
         Err(e) => return fail(e.to_string()),
     };
-    let integrals = session.as_ref().and_then(|s| share_integrals(s, cache));
+    let node = match session.as_ref().map(mpi::Session::node_ranks).transpose() {
+        Ok(node) => node,
+        Err(e) => return fail(e.to_string()),
+    };
+    let cache = cache.unwrap_or_else(|| default_integral_cache(node.as_ref().map_or(1, Vec::len)));
+    sial_chemistry::integrals::set_cache_budget(cache);
+    let integrals = session
+        .as_ref()
+        .zip(node.as_deref())
+        .and_then(|(s, node)| share_integrals(s, node, cache));
     let compiled = match compile::programs(&job.programs, &job.compiler, session.as_ref()) {
         Ok(c) => c,
         Err(code) => return code,
@@ -77,22 +85,19 @@ pub fn run_job(args: RunArgs) -> ExitCode {
     execute(&args, ranks, &compiled, &job.setup, &registry, &options)
 }
 
-/// The integral cache's budget for this process (its worker threads share one cache):
-/// `--integral-cache`, or by default a quarter of the machine's memory shared among the
-/// processes on it (under mpirun, the ranks the launcher put on this node, or else all ranks),
-/// and never less than the library's default.
-fn integral_cache(args: &RunArgs, mpi: Option<usize>) -> Result<usize, String> {
-    if let Some(text) = &args.integral_cache {
-        return parse_size(text).map_err(|e| format!("--integral-cache: {e}"));
-    }
-    let on_node = match mpi {
-        None => 1,
-        Some(world) => ["MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE"]
-            .iter()
-            .find_map(|v| std::env::var(v).ok()?.trim().parse::<usize>().ok())
-            .filter(|&n| n > 0)
-            .unwrap_or(world),
-    };
+/// The integral cache's budget for this process (its worker threads share one cache), where
+/// `--integral-cache` gives it; else [`default_integral_cache`] once the node's ranks are known.
+fn integral_cache(args: &RunArgs) -> Result<Option<usize>, String> {
+    args.integral_cache
+        .as_deref()
+        .map(|text| parse_size(text).map_err(|e| format!("--integral-cache: {e}")))
+        .transpose()
+}
+
+/// The default budget of the integral cache: a quarter of the machine's memory shared among
+/// the `on_node` processes on it (under mpirun, the node's ranks as the shared table counts
+/// them), and never less than the library's default.
+fn default_integral_cache(on_node: usize) -> usize {
     let memory = std::fs::read_to_string("/proc/meminfo")
         .ok()
         .and_then(|text| {
@@ -101,7 +106,7 @@ fn integral_cache(args: &RunArgs, mpi: Option<usize>) -> Result<usize, String> {
             Some(kib.saturating_mul(1024))
         })
         .unwrap_or(0);
-    Ok((memory / 4 / on_node).max(sial_chemistry::integrals::DEFAULT_CACHE_BUDGET))
+    (memory / 4 / on_node.max(1)).max(sial_chemistry::integrals::DEFAULT_CACHE_BUDGET)
 }
 
 /// Under mpirun, the ranks of each node keep the integral blocks they compute in one table,
@@ -109,7 +114,7 @@ fn integral_cache(args: &RunArgs, mpi: Option<usize>) -> Result<usize, String> {
 /// ranks: a block is computed once per node, not once per rank. Where that cannot be set up
 /// each rank keeps its own, as in a run on threads, and rank 0 says why. Returns, where a table
 /// is shared, what the summary says of it.
-fn share_integrals(session: &mpi::Session, budget: usize) -> Option<String> {
+fn share_integrals(session: &mpi::Session, node: &[usize], budget: usize) -> Option<String> {
     if budget == 0 {
         return None;
     }
@@ -120,7 +125,7 @@ fn share_integrals(session: &mpi::Session, budget: usize) -> Option<String> {
         std::env::temp_dir()
     };
     let shared = session
-        .node_file(&dir, "integrals", budget as u64)
+        .node_file(node, &dir, "integrals", budget as u64)
         .map_err(|e| e.details().message.clone())
         .and_then(|file| match file {
             Some(file) => {

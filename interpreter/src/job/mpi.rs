@@ -56,21 +56,32 @@ impl Session {
         crate::cluster::mpi::all_gather(&self.universe.world(), bytes)
     }
 
-    /// One file that every rank on this node holds open, for memory they share (collective):
-    /// made by the node's first rank in `dir`, `bytes_per_rank` × the node's ranks long and
+    /// The ranks on this process's node, in order (collective): those on a host of the same
+    /// name, found with one all-gather (`MPI_Comm_split_type` takes 60 ms in MPICH 4.0). A
+    /// rank whose host has no name is alone on its node.
+    pub fn node_ranks(&self) -> Result<Vec<usize>> {
+        let (me, _) = self.rank_and_size();
+        let host = ::mpi::environment::processor_name().unwrap_or_else(|_| format!("rank {me}"));
+        let hosts = self.all_gather(host.as_bytes())?;
+        Ok((0..hosts.len())
+            .filter(|&r| hosts[r] == host.as_bytes())
+            .collect())
+    }
+
+    /// One file that every rank of `node` (this node's ranks, [`Session::node_ranks`]) holds
+    /// open, for memory they share (collective): made by the node's first rank in `dir`,
+    /// `bytes_per_rank` × the node's ranks long and
     /// sparse (zeros), opened by the others, then removed, so that nothing is left behind when
     /// the job ends. `Ok(None)` where this node runs one rank alone; an error, the same on
     /// every rank of the node, where a rank could not make or open it.
-    pub fn node_file(&self, dir: &Path, name: &str, bytes_per_rank: u64) -> Result<Option<File>> {
+    pub fn node_file(
+        &self,
+        node: &[usize],
+        dir: &Path,
+        name: &str,
+        bytes_per_rank: u64,
+    ) -> Result<Option<File>> {
         let (me, _) = self.rank_and_size();
-        // The node's ranks are those on a host of the same name: one all-gather, where
-        // `MPI_Comm_split_type` takes 60 ms in MPICH 4.0. A rank whose host has no name shares
-        // with none.
-        let host = ::mpi::environment::processor_name().unwrap_or_else(|_| format!("rank {me}"));
-        let hosts = self.all_gather(host.as_bytes())?;
-        let node: Vec<usize> = (0..hosts.len())
-            .filter(|&r| hosts[r] == host.as_bytes())
-            .collect();
         let alone = node.len() < 2;
         let first = node.first() == Some(&me);
         // Every rank takes part in the gathers below, also one alone on its node. The first

@@ -257,12 +257,15 @@ impl Worker<'_> {
         }
         if let Storage::Blocks(map) = &self.memory[r.array.index()] {
             let (key, _) = self.locate(r)?;
-            return map.get(&key).map(Block::copy).unwrap_or_else(|| {
-                Err(RuntimeError::program(format!(
-                    "Attempting to update non-existent block {}",
-                    self.block_text(r.array, &key)
-                )))
-            });
+            return map
+                .get(&key)
+                .ok_or_else(|| {
+                    RuntimeError::program(format!(
+                        "Attempting to update non-existent block {}",
+                        self.block_text(r.array, &key)
+                    ))
+                })?
+                .copy();
         }
         self.read_block(r)?.into_owned()
     }

@@ -361,14 +361,12 @@ impl Worker<'_> {
                 let gone = if allocate {
                     map.insert(key, Block::zeros(shape)?)
                 } else {
-                    let gone = map.remove(&key);
-                    if gone.is_none() {
-                        return Err(RuntimeError::program(format!(
+                    Some(map.remove(&key).ok_or_else(|| {
+                        RuntimeError::program(format!(
                             "attempting to remove a non-existent block {}",
                             self.block_text(array, &key)
-                        )));
-                    }
-                    gone
+                        ))
+                    })?)
                 };
                 if let Some(b) = gone {
                     crate::spare::give(b.data);

@@ -223,6 +223,7 @@ pub fn stats_json(r: &Report) -> Value {
                 "blocks_fetched": w.blocks_fetched,
                 "blocks_evicted": w.blocks_evicted,
                 "blocks_refetched": w.refetched,
+                "blocks_kept": w.kept_hits,
                 "cache_peak_bytes": w.cache_peak_bytes,
                 "prefetch": {
                     "hit_ratio": t.hit_ratio(),

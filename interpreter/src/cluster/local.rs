@@ -154,6 +154,10 @@ impl WorkerLink for LocalWorker {
     fn aborted(&self) -> bool {
         self.fabric.abort.raised()
     }
+    fn shares_blocks(&self) -> bool {
+        // A reply hands over the server's `Arc`.
+        true
+    }
 }
 
 impl ServerLink for LocalServer {

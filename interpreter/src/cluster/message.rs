@@ -121,6 +121,22 @@ impl ToServer {
         }
     }
 
+    /// The array whose blocks it changes at the server.
+    pub fn changes(&self) -> Option<u32> {
+        match self {
+            ToServer::Put { array, .. }
+            | ToServer::Delete { array, .. }
+            | ToServer::RestorePersistent { array, .. } => Some(*array),
+            ToServer::Get { .. }
+            | ToServer::Claims { .. }
+            | ToServer::Sync { .. }
+            | ToServer::SetPersistent { .. }
+            | ToServer::SnapshotKeys { .. }
+            | ToServer::Snapshot { .. }
+            | ToServer::EndProgram { .. } => None,
+        }
+    }
+
     /// Whether the server answers it. The worker waits for the answer, so a transport that
     /// holds requests to send several together sends this one at once.
     pub fn has_reply(&self) -> bool {

@@ -35,6 +35,20 @@ pub trait WorkerLink {
     fn barrier(&mut self) -> Result<()> {
         self.all_gather(Vec::new()).map(|_| ())
     }
+    /// A barrier that also leaves in `bits` the bitwise or of every worker's `bits` (all of
+    /// the same length).
+    fn barrier_or(&mut self, bits: &mut [u64]) -> Result<()> {
+        if bits.is_empty() {
+            return self.barrier();
+        }
+        let mine = bits.iter().map(|&w| f64::from_bits(w)).collect();
+        for theirs in self.all_gather(mine)? {
+            for (b, t) in bits.iter_mut().zip(theirs) {
+                *b |= t.to_bits();
+            }
+        }
+        Ok(())
+    }
     /// Worker `root`'s `data` on every worker.
     fn broadcast(&mut self, root: usize, data: Vec<f64>) -> Result<Vec<f64>>;
     /// True when another rank has failed and this one should stop.
@@ -43,6 +57,12 @@ pub trait WorkerLink {
     /// `put +=` terms to a block before sending them (not where the server is called in place).
     fn sums_puts(&self) -> bool {
         true
+    }
+    /// Whether a fetched block is the server's own data rather than a copy (ranks that share
+    /// memory). A worker keeps fetched copies past a barrier only where it is not: a shared
+    /// block kept would make the server copy it at its next change.
+    fn shares_blocks(&self) -> bool {
+        false
     }
 }
 

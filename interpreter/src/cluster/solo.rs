@@ -96,4 +96,7 @@ impl WorkerLink for Solo<'_, '_> {
         // a pass over each block.
         false
     }
+    fn shares_blocks(&self) -> bool {
+        true
+    }
 }

@@ -1,5 +1,7 @@
 //! The worker's copies of distributed and served blocks fetched in this section (SIAL-SPEC
-//! §7.3.4), under the worker memory budget shared with the worker's own blocks. Prefetched
+//! §7.3.4), under the worker memory budget shared with the worker's own blocks. Copies of
+//! blocks that no worker changed in a section may stay for the next one (a `get` there claims
+//! them instead of fetching again). Prefetched
 //! blocks (docs/ARCHITECTURE.md "Prefetch") live here too: speculative until a `get` claims
 //! them, first to be evicted, and counted as waste at their site when dropped unclaimed.
 
@@ -48,6 +50,9 @@ pub(super) struct Entry {
     /// Written by this worker outside put (ACES4's worker-own copy, SIAL-SPEC §4.7): there is
     /// no other copy of these values, so it is never evicted; it dies at the barrier.
     pub(super) own: bool,
+    /// Fetched in an earlier section and unchanged since: a `get` claims it (the program
+    /// sees it only then), first to be evicted.
+    pub(super) kept: bool,
 }
 
 impl Entry {
@@ -63,6 +68,7 @@ impl Entry {
             unread: false,
             discard: 0,
             own: false,
+            kept: false,
         }
     }
 
@@ -202,17 +208,54 @@ impl Cache {
         self.bytes -= freed;
     }
 
-    /// Drops every copy (a barrier).
-    pub(super) fn clear(&mut self, sites: &mut Sites) {
-        for e in self.entries.values_mut() {
+    /// The end of a section (a barrier): the copies that have arrived of blocks whose arrays
+    /// `unchanged` names stay for the next section, the most recently used first, up to `cap`
+    /// bytes; every other copy is dropped.
+    pub(super) fn end_section(
+        &mut self,
+        unchanged: impl Fn(u32) -> bool,
+        cap: usize,
+        sites: &mut Sites,
+    ) {
+        let mut bytes = 0;
+        self.entries.retain(|key, e| {
             sites.waste(e);
+            let keep = !e.own && matches!(e.slot, Slot::Ready(_)) && unchanged(key.0);
+            if keep {
+                bytes += e.bytes;
+            }
+            keep
+        });
+        if bytes > cap {
+            // Only the most recently used fit.
+            let mut uses: Vec<(u64, Key, usize)> = self
+                .entries
+                .iter()
+                .map(|(k, e)| (e.last_use, *k, e.bytes))
+                .collect();
+            uses.sort_unstable_by_key(|u| std::cmp::Reverse(u.0));
+            bytes = 0;
+            for (_, key, size) in uses {
+                if bytes + size <= cap {
+                    bytes += size;
+                } else {
+                    self.entries.remove(&key);
+                }
+            }
         }
-        self.entries.clear();
-        self.bytes = 0;
+        for e in self.entries.values_mut() {
+            e.kept = true;
+            e.active = false;
+            e.prefetched = false;
+            e.unread = false;
+            e.discard = 0;
+        }
+        self.bytes = bytes;
     }
 
-    /// Evicts blocks until `bytes` more fit in the budget: prefetched blocks not yet claimed
-    /// first (the farthest ahead first), then the least recently used. A prefetch
+    /// Evicts blocks until `bytes` more fit in the budget: copies kept from earlier sections
+    /// and not yet claimed first, then prefetched blocks not yet claimed (the farthest ahead
+    /// first), then the least recently used. A prefetch
     /// (`for_prefetch`) evicts neither blocks in use nor other prefetched blocks. Returns the
     /// number of blocks evicted, or `None` when nothing more can go.
     pub(super) fn make_room(
@@ -223,6 +266,19 @@ impl Cache {
     ) -> Option<u64> {
         let mut evicted = 0;
         while !self.fits(bytes) {
+            // A copy kept from an earlier section goes first, and whole: it is no block of
+            // this section.
+            let kept = self
+                .entries
+                .iter()
+                .filter(|(_, e)| e.kept)
+                .min_by_key(|(_, e)| e.last_use)
+                .map(|(k, _)| *k);
+            if let Some(e) = kept.and_then(|k| self.entries.remove(&k)) {
+                self.bytes -= e.bytes;
+                evicted += 1;
+                continue;
+            }
             let speculative = if for_prefetch {
                 None
             } else {
@@ -249,5 +305,74 @@ impl Cache {
             }
         }
         Some(evicted)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::options::PrefetchMode;
+
+    fn key(array: u32, segment: i32) -> Key {
+        let mut segments = [1; 6];
+        segments[0] = segment;
+        (
+            array,
+            BlockKey {
+                segments,
+                parents: [0; 6],
+            },
+        )
+    }
+
+    /// A cache of `budget` bytes holding blocks of one element (8 bytes), used at `clock`.
+    fn ready(cache: &mut Cache, k: Key, clock: u64) -> &mut Entry {
+        let mut e = Entry::new(8, 0, clock);
+        e.slot = Slot::Ready(Arc::new(Block::zeros(vec![1]).expect("block")));
+        cache.insert(k, e);
+        cache.entry(k).expect("inserted")
+    }
+
+    #[test]
+    fn a_section_ends_keeping_copies_of_unchanged_arrays_newest_first() {
+        let mut sites = Sites::new(0, PrefetchMode::Off);
+        let mut cache = Cache::new(1 << 20);
+        for (segment, clock) in [(1, 5), (2, 9), (3, 7)] {
+            ready(&mut cache, key(0, segment), clock);
+        }
+        ready(&mut cache, key(1, 1), 10);
+        ready(&mut cache, key(0, 4), 11).own = true;
+        cache.insert(key(0, 5), Entry::new(8, 0, 12));
+        // Array 1 changed; 16 bytes may stay: the two most recently used of array 0.
+        cache.end_section(|array| array == 0, 16, &mut sites);
+        assert_eq!(cache.bytes(), 16);
+        for (k, stays) in [
+            (key(0, 2), true),
+            (key(0, 3), true),
+            (key(0, 1), false),
+            (key(1, 1), false),
+            (key(0, 4), false),
+            (key(0, 5), false),
+        ] {
+            assert_eq!(cache.peek(k).is_some(), stays, "{k:?}");
+            if let Some(e) = cache.peek(k) {
+                assert!(e.kept && !e.active && !e.speculative);
+            }
+        }
+    }
+
+    #[test]
+    fn kept_copies_are_evicted_first_and_whole() {
+        let mut sites = Sites::new(0, PrefetchMode::Off);
+        let mut cache = Cache::new(24);
+        ready(&mut cache, key(0, 1), 1);
+        ready(&mut cache, key(0, 2), 2);
+        cache.end_section(|_| true, 24, &mut sites);
+        // A block of this section, used before the kept ones: still the kept go first.
+        ready(&mut cache, key(1, 1), 0);
+        assert_eq!(cache.make_room(8, false, &mut sites), Some(1));
+        assert!(cache.peek(key(0, 1)).is_none(), "the older kept copy goes");
+        assert!(cache.peek(key(0, 2)).is_some() && cache.peek(key(1, 1)).is_some());
+        assert_eq!(cache.bytes(), 16);
     }
 }

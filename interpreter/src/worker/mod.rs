@@ -128,6 +128,7 @@ impl<'a> Worker<'a> {
             env.options.worker_memory,
             env.options.prefetch,
             env.program_index,
+            program.arrays.len(),
         ));
         let progress = Progress::new(env.options.progress.filter(|_| rank == 0));
         Ok(Worker {

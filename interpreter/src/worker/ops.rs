@@ -5,7 +5,7 @@ use super::Worker;
 use crate::cluster::message::{Payload, ToServer};
 use crate::error::{Result, RuntimeError};
 use crate::store::{Block, BlockKey, Storage};
-use sial_bytecode::{BlockRef, Layout, Op, PutOp, PutValue, ScalarUpdate, Sign};
+use sial_bytecode::{BlockRef, Layout, Op, Operand, PutOp, PutValue, ScalarUpdate, Sign};
 use sial_superinstructions as k;
 use std::sync::Arc;
 
@@ -14,16 +14,25 @@ impl Worker<'_> {
         match op {
             Op::BlockScalar { dst, update, value } => {
                 let v = self.eval_scalar(*value)?;
-                let mut b = match update {
-                    ScalarUpdate::Fill => Block::overwritable(self.operand_shape(dst)?)?,
-                    _ => self.update_operand(dst)?,
+                // A block updated in place is taken from its array and put back, not copied.
+                let taken = match (update, dst) {
+                    (ScalarUpdate::Fill, _) | (_, Operand::Region(_)) => None,
+                    (_, Operand::Block(r)) => Some(r),
+                };
+                let mut b = match (update, taken) {
+                    (_, Some(r)) => self.take_block(r)?,
+                    (ScalarUpdate::Fill, None) => Block::overwritable(self.operand_shape(dst)?)?,
+                    (_, None) => self.update_operand(dst)?,
                 };
                 match update {
                     ScalarUpdate::Fill => k::fill(&mut b.data, v),
                     ScalarUpdate::Add => k::add_scalar(&mut b.data, v),
                     ScalarUpdate::Scale => k::scale(&mut b.data, v),
                 }
-                self.write_operand(dst, b)
+                match taken {
+                    Some(r) => self.put_back(r, b),
+                    None => self.write_operand(dst, b),
+                }
             }
             Op::BlockCopy { dst, src, layout } => {
                 let s = self.read_operand(src)?;
@@ -391,12 +400,23 @@ impl Worker<'_> {
     /// after.
     fn put(&mut self, dst: &BlockRef, op: PutOp, value: &PutValue) -> Result<()> {
         let (key, shape) = self.locate(dst)?;
-        let payload = match value {
-            PutValue::Block(src) => Payload::Block(self.read_block(src)?.into_owned()?.data),
-            PutValue::Scalar(e) => Payload::Scalar(self.eval_scalar(*e)?),
-        };
         let text = || self.block_text(dst.array, &key);
         let wanted = self.wanted(dst.array, key, &shape, &text);
+        let payload = match value {
+            PutValue::Block(src) => {
+                let term = self.read_block(src)?;
+                if op == PutOp::Accumulate
+                    && self
+                        .net
+                        .borrow_mut()
+                        .put_to_sum(wanted.array, key, &shape, &term.data)
+                {
+                    return Ok(());
+                }
+                Payload::Block(term.into_owned()?.data)
+            }
+            PutValue::Scalar(e) => Payload::Scalar(self.eval_scalar(*e)?),
+        };
         let from = self.net.borrow().origin(self.line);
         let (owner, array) = (wanted.owner, wanted.array);
         let msg = ToServer::Put {

@@ -45,6 +45,8 @@ pub struct WorkerStats {
     pub blocks_fetched: u64,
     pub blocks_evicted: u64,
     pub refetched: u64,
+    /// Gets served by a copy kept from an earlier section.
+    pub kept_hits: u64,
     pub cache_peak_bytes: u64,
     pub barriers: u64,
     /// Per `get` site (program, line), merged over programs.
@@ -96,6 +98,7 @@ impl WorkerStats {
         self.blocks_fetched += o.blocks_fetched;
         self.blocks_evicted += o.blocks_evicted;
         self.refetched += o.refetched;
+        self.kept_hits += o.kept_hits;
         self.cache_peak_bytes = self.cache_peak_bytes.max(o.cache_peak_bytes);
         self.barriers += o.barriers;
         merge_sites(&mut self.sites, &o.sites);
@@ -117,6 +120,9 @@ impl WorkerStats {
     }
 }
 
+/// Fetched copies kept past a barrier hold at most this share of the worker memory budget.
+const KEEP_SHARE: usize = 4;
+
 pub(crate) struct Net<'a> {
     pub link: &'a mut dyn WorkerLink,
     cache: Cache,
@@ -136,6 +142,11 @@ pub(crate) struct Net<'a> {
     claims: Vec<Vec<Claim>>,
     /// This section's `put +=` terms, summed per block until sent.
     sums: Sums,
+    /// Per array (a bit each): whether this worker changed it at a server in this section.
+    changed: Vec<u64>,
+    /// Bytes of fetched copies that may stay past a barrier (0 where the transport shares the
+    /// server's blocks).
+    keep_cap: usize,
 }
 
 /// What a get needs to know besides the key.
@@ -156,8 +167,14 @@ impl<'a> Net<'a> {
         budget: usize,
         prefetch: PrefetchMode,
         program: u32,
+        arrays: usize,
     ) -> Net<'a> {
         let servers = link.servers();
+        let keep_cap = if link.shares_blocks() {
+            0
+        } else {
+            budget / KEEP_SHARE
+        };
         Net {
             link,
             cache: Cache::new(budget),
@@ -171,6 +188,8 @@ impl<'a> Net<'a> {
             stats: WorkerStats::default(),
             claims: vec![Vec::new(); servers],
             sums: Sums::default(),
+            changed: vec![0; arrays.div_ceil(64)],
+            keep_cap,
         }
     }
 
@@ -279,6 +298,9 @@ impl<'a> Net<'a> {
         if let Some(u) = self.unsynced.get_mut(server) {
             *u = true;
         }
+        if let Some(array) = msg.changes() {
+            self.mark_changed(array);
+        }
         if matches!(msg, ToServer::Put { .. }) {
             self.stats.put_messages += 1;
         }
@@ -361,6 +383,16 @@ impl<'a> Net<'a> {
                     if let Some(s) = self.sites.get(requester) {
                         s.used();
                     }
+                    self.claims[w.owner].push(Claim {
+                        array: w.array,
+                        key: w.key,
+                        line: w.line,
+                    });
+                } else if e.kept {
+                    // The server learns of the read as of a prefetched block's.
+                    e.kept = false;
+                    e.site = w.site;
+                    self.stats.kept_hits += 1;
                     self.claims[w.owner].push(Claim {
                         array: w.array,
                         key: w.key,
@@ -504,7 +536,7 @@ impl<'a> Net<'a> {
         let Some(e) = self
             .cache
             .entry((w.array, w.key))
-            .filter(|e| !e.speculative)
+            .filter(|e| !e.speculative && !e.kept)
         else {
             return Ok(None);
         };
@@ -600,6 +632,27 @@ impl<'a> Net<'a> {
         }
     }
 
+    /// A `put +=` of a block to a block whose sum this worker holds is added to that sum
+    /// straight from the caller's block, without a copy; whether it was (else the caller
+    /// makes the request and sends it with [`Net::put`]).
+    pub fn put_to_sum(&mut self, array: u32, key: BlockKey, shape: &[usize], data: &[f64]) -> bool {
+        let added = self.link.sums_puts()
+            && self.fits(self.sums.term_growth(array, &key, data.len()))
+            && self.sums.add_to_sum(array, &key, shape, data);
+        if added {
+            self.mark_changed(array);
+            self.stats.puts += 1;
+            self.cache.invalidate((array, key), &mut self.sites);
+        }
+        added
+    }
+
+    fn mark_changed(&mut self, array: u32) {
+        if let Some(w) = self.changed.get_mut(array as usize / 64) {
+            *w |= 1 << (array % 64);
+        }
+    }
+
     fn sum(&mut self, server: usize, msg: ToServer) -> Result<()> {
         if !self.fits(self.sums.growth(&msg)) {
             self.send_all_sums()?;
@@ -635,12 +688,13 @@ impl<'a> Net<'a> {
         Ok(())
     }
 
-    /// `sip_barrier` (SIAL-SPEC §7.6): drop every fetched copy; wait until every server has
-    /// applied this worker's requests; meet the other workers; start the next section.
+    /// `sip_barrier` (SIAL-SPEC §7.6): wait until every server has applied this worker's
+    /// requests; meet the other workers, learning which arrays any of them changed; drop the
+    /// fetched copies of those arrays (and, past the budget kept, of others); start the next
+    /// section.
     pub fn barrier(&mut self, line: u32) -> Result<()> {
         let started = Instant::now();
         self.send_all_sums()?;
-        self.cache.clear(&mut self.sites);
         self.synced = 0;
         let from = self.origin(line);
         for server in 0..self.claims.len() {
@@ -659,10 +713,20 @@ impl<'a> Net<'a> {
                 asked += 1;
             }
         }
+        // Replies to this worker's gets come before its `Synced`: what it fetched is here.
         while self.synced < asked {
             self.receive_one()?;
         }
-        self.link.barrier()?;
+        self.link.barrier_or(&mut self.changed)?;
+        let changed = &self.changed;
+        let unchanged = |array: u32| {
+            changed
+                .get(array as usize / 64)
+                .is_some_and(|w| w & (1 << (array % 64)) == 0)
+        };
+        self.cache
+            .end_section(unchanged, self.keep_cap, &mut self.sites);
+        self.changed.fill(0);
         self.section += 1;
         self.stats.barriers += 1;
         self.stats.barrier += started.elapsed();

@@ -34,6 +34,15 @@ pub(super) struct Sums {
     bytes: usize,
 }
 
+/// What became of a term offered to the sums held.
+enum Added {
+    Yes,
+    /// No sum of the block is held.
+    NotHeld,
+    /// Another shape, or no memory for the low part.
+    No,
+}
+
 /// The sums to blocks of one array, in the order of their first terms (the order they are sent
 /// in).
 #[derive(Default)]
@@ -75,9 +84,14 @@ impl Sums {
         else {
             return 0;
         };
-        match self.held(*array, key) {
-            Some(p) if p.hi.len() == data.len() && p.lo.is_some() => 0,
-            _ => data.len() * 8,
+        self.term_growth(*array, key, data.len())
+    }
+
+    /// The bytes that adding a term of `len` values to the block would take.
+    pub(super) fn term_growth(&self, array: u32, key: &BlockKey, len: usize) -> usize {
+        match self.held(array, key) {
+            Some(p) if p.hi.len() == len && p.lo.is_some() => 0,
+            _ => len * 8,
         }
     }
 
@@ -96,46 +110,78 @@ impl Sums {
             } => (from, array, key, shape, data),
             other => return Some(other),
         };
-        if self.arrays.len() <= array as usize {
-            self.arrays
-                .resize_with(array as usize + 1, ArraySums::default);
-        }
-        let sums = &mut self.arrays[array as usize];
-        let Some(&i) = sums.index.get(&key) else {
-            if sums.pending.is_empty() {
-                self.holding += 1;
+        match self.add_to_held(array, &key, &shape, &data) {
+            Added::Yes => {
+                crate::spare::give(data);
+                None
             }
-            self.bytes += data.len() * 8;
-            sums.index.insert(key, sums.pending.len());
-            sums.pending.push(Pending {
-                server,
-                from,
-                array,
-                key,
-                shape,
-                hi: data,
-                lo: None,
-            });
-            return None;
+            Added::NotHeld => {
+                self.hold(Pending {
+                    server,
+                    from,
+                    array,
+                    key,
+                    shape,
+                    hi: data,
+                    lo: None,
+                });
+                None
+            }
+            // Where the shape differs or the allocator refuses, the term goes as it is.
+            Added::No => Some(accumulate(from, array, key, shape, data)),
+        }
+    }
+
+    /// Adds a term to a block whose sum is held, without the caller copying it first; whether
+    /// it was added (else it goes through [`Sums::add`]).
+    pub(super) fn add_to_sum(
+        &mut self,
+        array: u32,
+        key: &BlockKey,
+        shape: &[usize],
+        data: &[f64],
+    ) -> bool {
+        matches!(self.add_to_held(array, key, shape, data), Added::Yes)
+    }
+
+    fn add_to_held(&mut self, array: u32, key: &BlockKey, shape: &[usize], data: &[f64]) -> Added {
+        let Some(sums) = self.arrays.get_mut(array as usize) else {
+            return Added::NotHeld;
+        };
+        let Some(&i) = sums.index.get(key) else {
+            return Added::NotHeld;
         };
         let p = &mut sums.pending[i];
         if p.shape != shape || p.hi.len() != data.len() {
-            return Some(accumulate(from, array, key, shape, data));
+            return Added::No;
         }
         match p.lo.as_mut() {
-            Some(lo) => compensated_add_block(&mut p.hi, lo, &data),
+            Some(lo) => compensated_add_block(&mut p.hi, lo, data),
             None => {
-                // Where the allocator refuses, the term goes as it is.
                 let Some(mut lo) = crate::spare::overwritable(data.len()) else {
-                    return Some(accumulate(from, array, key, shape, data));
+                    return Added::No;
                 };
-                compensated_start_block(&mut p.hi, &mut lo, &data);
+                compensated_start_block(&mut p.hi, &mut lo, data);
                 self.bytes += data.len() * 8;
                 p.lo = Some(lo);
             }
         }
-        crate::spare::give(data);
-        None
+        Added::Yes
+    }
+
+    /// Starts the sum of a block with its first term.
+    fn hold(&mut self, p: Pending) {
+        let array = p.array as usize;
+        if self.arrays.len() <= array {
+            self.arrays.resize_with(array + 1, ArraySums::default);
+        }
+        let sums = &mut self.arrays[array];
+        if sums.pending.is_empty() {
+            self.holding += 1;
+        }
+        self.bytes += p.hi.len() * 8;
+        sums.index.insert(p.key, sums.pending.len());
+        sums.pending.push(p);
     }
 
     /// Every sum held, as the requests that send it (server, request): array by array, each
@@ -323,6 +369,33 @@ mod tests {
             0
         );
         assert_eq!(data(&s.take_all()[0].1).3, vec![4.0]);
+    }
+
+    #[test]
+    fn a_term_added_in_place_sums_as_one_sent_whole() {
+        let terms = [vec![1.0, 2.0], vec![1e16, 1.0], vec![-1e16, 4.0]];
+        let mut whole = Sums::default();
+        let mut in_place = Sums::default();
+        for t in &terms {
+            whole.add(0, accumulate(from(1), 0, key(0), vec![2], t.clone()));
+        }
+        // Only a block whose sum is held takes a term in place.
+        assert!(!in_place.add_to_sum(0, &key(0), &[2], &terms[0]));
+        in_place.add(0, accumulate(from(1), 0, key(0), vec![2], terms[0].clone()));
+        for t in &terms[1..] {
+            assert!(in_place.add_to_sum(0, &key(0), &[2], t));
+        }
+        assert!(
+            !in_place.add_to_sum(0, &key(0), &[1, 2], &terms[0]),
+            "another shape"
+        );
+        assert!(
+            !in_place.add_to_sum(0, &key(0), &[2], &[1.0]),
+            "another length"
+        );
+        assert_eq!(in_place.bytes(), whole.bytes());
+        let sent = |s: &mut Sums| -> Vec<_> { s.take_all().iter().map(|m| data(&m.1)).collect() };
+        assert_eq!(sent(&mut in_place), sent(&mut whole));
     }
 
     #[test]

@@ -18,7 +18,7 @@ use super::message::{Payload, ToServer, ToWorker};
 use super::{ServerLink, WorkerLink, layout};
 use crate::error::{Result, RuntimeError};
 use crate::store::Block;
-use ::mpi::collective::{CommunicatorCollectives, Root};
+use ::mpi::collective::{CommunicatorCollectives, Root, SystemOperation};
 use ::mpi::datatype::{Equivalence, PartitionMut};
 use ::mpi::environment::Universe;
 use ::mpi::ffi;
@@ -114,6 +114,23 @@ impl WorkerLink for MpiWorker {
         self.outbox.reap();
         self.requests.flush_all(&mut self.outbox)?;
         wait_request(self.team.immediate_barrier());
+        Ok(())
+    }
+    fn barrier_or(&mut self, bits: &mut [u64]) -> Result<()> {
+        if bits.is_empty() {
+            return self.barrier();
+        }
+        self.outbox.reap();
+        self.requests.flush_all(&mut self.outbox)?;
+        let mine = bits.to_vec();
+        ::mpi::request::scope(|scope| {
+            wait_request(self.team.immediate_all_reduce_into(
+                scope,
+                &mine[..],
+                bits,
+                SystemOperation::bitwise_or(),
+            ));
+        });
         Ok(())
     }
     fn broadcast(&mut self, root: usize, data: Vec<f64>) -> Result<Vec<f64>> {

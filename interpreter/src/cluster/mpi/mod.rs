@@ -249,6 +249,7 @@ type Decode<T> = for<'b> fn(&'b [u8], &mut dyn FnMut(&mut [f64])) -> Result<(T, 
 /// a short spin this yields the core, then sleeps for a few microseconds at a time.
 fn wait_for<T>(mut probe: impl FnMut() -> Option<T>) -> T {
     let mut idle = 0u32;
+    let mut napping: Option<std::time::Instant> = None;
     loop {
         if let Some(found) = probe() {
             return found;
@@ -259,9 +260,25 @@ fn wait_for<T>(mut probe: impl FnMut() -> Option<T>) -> T {
         } else if idle < 256 {
             std::thread::yield_now();
         } else {
-            std::thread::sleep(std::time::Duration::from_micros(20));
+            let since = *napping.get_or_insert_with(std::time::Instant::now);
+            std::thread::sleep(nap(since.elapsed()));
         }
     }
+}
+
+/// How long a rank that has waited `waited` sleeps before it looks again: 20 µs for the first
+/// millisecond (a reply, a short barrier), then a sixteenth of the wait so far, at most 500 µs.
+/// A long wait (a worker at a barrier that another worker reaches much later, an idle server)
+/// then wakes hundreds of times a second, not tens of thousands, each time taking a core from
+/// a rank that computes when there are more ranks than cores, at the cost of answering at most
+/// a sixteenth of its wait later.
+fn nap(waited: std::time::Duration) -> std::time::Duration {
+    const FIRST: std::time::Duration = std::time::Duration::from_micros(20);
+    const LONGEST: std::time::Duration = std::time::Duration::from_micros(500);
+    if waited < std::time::Duration::from_millis(1) {
+        return FIRST;
+    }
+    (waited / 16).clamp(FIRST, LONGEST)
 }
 
 /// Waits for a non-blocking collective with the polling of [`wait_for`].
@@ -339,4 +356,21 @@ pub fn connect(universe: &Universe, workers: usize, servers: usize) -> Result<Li
         replies: Inbox::new(TO_WORKER),
         outbox,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::nap;
+    use std::time::Duration;
+
+    #[test]
+    fn naps_grow_with_the_wait_after_a_millisecond_to_at_most_500_us() {
+        let us = Duration::from_micros;
+        assert_eq!(nap(us(0)), us(20));
+        assert_eq!(nap(us(999)), us(20));
+        assert_eq!(nap(us(1000)), Duration::from_nanos(62_500));
+        assert_eq!(nap(us(4000)), us(250));
+        assert_eq!(nap(us(8000)), us(500));
+        assert_eq!(nap(Duration::from_secs(60)), us(500));
+    }
 }

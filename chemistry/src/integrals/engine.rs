@@ -346,13 +346,14 @@ fn in_canonical_order<'a>(
     if from == [0, 1, 2, 3] {
         return data.into();
     }
-    // Dimension j of the canonical block is dimension order[j] of the computed one.
-    let mut order = [0; 4];
-    for (d, &j) in from.iter().enumerate() {
-        order[j] = d;
-    }
     let mut out = vec![0.0; data.len()];
-    permute4(&mut out, data, spans.map(|(_, extent)| extent), order);
+    // Dimension j of the canonical block is dimension order[j] of the computed one.
+    permute4(
+        &mut out,
+        data,
+        spans.map(|(_, extent)| extent),
+        inverse(from),
+    );
     out.into()
 }
 
@@ -479,11 +480,16 @@ fn canonical<T: Copy + Ord>(q: [T; 4]) -> ([T; 4], [usize; 4]) {
         (ket, bra)
     };
     let order = [first[0], first[1], second[0], second[1]];
-    let mut from = [0; 4];
-    for (j, &i) in order.iter().enumerate() {
-        from[i] = j;
+    (order.map(|i| q[i]), inverse(order))
+}
+
+/// The permutation that undoes `p` (`inverse(p)[p[i]] = i`).
+fn inverse(p: [usize; 4]) -> [usize; 4] {
+    let mut inv = [0; 4];
+    for (i, &j) in p.iter().enumerate() {
+        inv[j] = i;
     }
-    (order.map(|i| q[i]), from)
+    inv
 }
 
 /// Puts the row-major function block `f` (dims `comps`) into the column-major quartet batch
@@ -654,11 +660,7 @@ mod tests {
                 dense(&mut Quartets::new(&basis), &basis, p, &mut got);
                 let mut back = vec![0.0; got.len()];
                 // Element (a, b, c, d) of q is the element of p at the same AOs.
-                let mut from = [0; 4];
-                for (d, &o) in order.iter().enumerate() {
-                    from[o] = d;
-                }
-                permute4(&mut back, &got, order.map(|d| l[d]), from);
+                permute4(&mut back, &got, order.map(|d| l[d]), inverse(order));
                 assert_eq!(back, want, "{q:?} read as {p:?}");
             }
         }

@@ -3,7 +3,9 @@
 //! no worker changed in the section and a later `get` uses them; copies of a changed array,
 //! even changed by another worker only, are fetched again; a read through a kept copy is still
 //! checked for races. `programs/reread_sections.sial` (x changed by one worker before its
-//! fourth of five reads) also runs in every configuration in tests/distributed.rs.
+//! fourth of five reads) and `programs/reread_after_put.sial` (a kept copy made stale by the
+//! worker's own put, then read in the same section) also run in every configuration in
+//! tests/distributed.rs.
 
 mod common;
 

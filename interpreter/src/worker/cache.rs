@@ -72,12 +72,14 @@ impl Entry {
         }
     }
 
-    /// Drops the data (a put, an eviction); a pending reply will be discarded.
+    /// Drops the data (a put, an eviction); a pending reply will be discarded. A get fetches
+    /// the block again, in this section.
     fn invalidate(&mut self) {
         if matches!(self.slot, Slot::Pending) {
             self.discard += 1;
         }
         self.slot = Slot::Evicted;
+        self.kept = false;
     }
 
     fn present(&self) -> bool {
@@ -374,5 +376,10 @@ mod tests {
         assert!(cache.peek(key(0, 1)).is_none(), "the older kept copy goes");
         assert!(cache.peek(key(0, 2)).is_some() && cache.peek(key(1, 1)).is_some());
         assert_eq!(cache.bytes(), 16);
+        // A kept copy made stale (this worker's put) is an entry of this section to fetch.
+        cache.invalidate(key(0, 2), &mut sites);
+        let e = cache.peek(key(0, 2)).expect("entry");
+        assert!(!e.kept && !e.present());
+        assert_eq!(cache.bytes(), 8);
     }
 }

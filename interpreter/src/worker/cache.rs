@@ -1,15 +1,15 @@
 //! The worker's copies of distributed and served blocks fetched in this section (SIAL-SPEC
 //! §7.3.4), under the worker memory budget shared with the worker's own blocks. Copies of
 //! blocks that no worker changed in a section may stay for the next one (a `get` there claims
-//! them instead of fetching again). Prefetched
-//! blocks (docs/ARCHITECTURE.md "Prefetch") live here too: speculative until a `get` claims
-//! them, first to be evicted, and counted as waste at their site when dropped unclaimed.
+//! them instead of fetching again). Prefetched blocks (docs/ARCHITECTURE.md "Prefetch") live
+//! here too: speculative until a `get` claims them, first to be evicted, and counted as waste
+//! at their site when dropped unclaimed.
 
 use super::prefetch::Sites;
 use crate::store::{Block, BlockKey, KeyMap};
 use std::sync::Arc;
 
-/// A fetched block of this section.
+/// A fetched block of this section (or kept from an earlier one).
 pub(super) enum Slot {
     /// Requested; the reply has not arrived.
     Pending,

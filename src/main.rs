@@ -13,6 +13,11 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+/// Blocks start on cache lines (`sial_superinstructions::line_aligned`).
+#[global_allocator]
+static ALLOCATOR: sial_superinstructions::line_aligned::LineAligned =
+    sial_superinstructions::line_aligned::LineAligned;
+
 #[derive(Parser)]
 #[command(
     name = "sial",

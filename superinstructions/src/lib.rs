@@ -28,6 +28,7 @@ mod elementwise;
 mod error;
 mod gemm;
 mod labels;
+pub mod line_aligned;
 mod packed;
 mod permute;
 mod shape;

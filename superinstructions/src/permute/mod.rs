@@ -239,19 +239,71 @@ fn run<S: Store>(dst: &mut [f64], src: &[f64], loops: &Loops, st: S) {
         }
     }
     let outer = &outer[..n_outer];
-    let cut = cut(a, b);
+    let cut = cut(a, b, st.alpha().is_none() && streams(dst, a));
+    let stream = cut.stream;
+    let tile_len = cut.tiles.0 * cut.tiles.1;
+    let mut out = Scratch::new(if stream { tile_len } else { 0 });
+    let mut out = stream.then_some(out.get());
     if cut.staged {
-        let mut buf = vec![0.0; cut.tiles.0 * cut.tiles.1];
+        let mut buf = Scratch::new(tile_len);
+        let buf = buf.get();
         for_each_offset(outer, |doff, soff| {
             let plane = Plane { a, b, doff, soff };
-            transpose_tiles_staged(dst, src, plane, &cut, &mut buf, st);
+            let out = out.as_deref_mut();
+            transpose_tiles_staged(dst, src, plane, &cut, buf, out, st);
         });
     } else {
         for_each_offset(outer, |doff, soff| {
-            transpose_tiles(dst, src, Plane { a, b, doff, soff }, &cut, st);
+            let plane = Plane { a, b, doff, soff };
+            transpose_tiles(dst, src, plane, &cut, out.as_deref_mut(), st);
         });
     }
+    if stream {
+        tile::fence();
+    }
 }
+
+/// A tile's scratch space, starting on a cache line: rows of a tile that straddle lines cost
+/// every other vector load and store twice.
+struct Scratch {
+    buf: Vec<f64>,
+    len: usize,
+}
+
+impl Scratch {
+    fn new(len: usize) -> Scratch {
+        Scratch {
+            buf: vec![0.0; len + 8],
+            len,
+        }
+    }
+
+    fn get(&mut self) -> &mut [f64] {
+        let skip = self.buf.as_ptr().align_offset(64).min(8);
+        &mut self.buf[skip..skip + self.len]
+    }
+}
+
+/// Whether the destination's rows may bypass the caches ([`tile::transpose_streamed`]) where
+/// the permutation is a plain copy: a destination of at least [`STREAM_FROM`] elements, on a
+/// cache line, whose rows (`a`) are whole lines. Such a block would not stay in the caches
+/// anyway, and writing it through them first reads every line in, while its rows, thousands
+/// of bytes apart on power-of-two extents, evict each other (docs/benchmarks.md,
+/// "Permutations that stream their destination").
+fn streams(dst: &[f64], a: Loop) -> bool {
+    dst.len() >= STREAM_FROM
+        && dst.as_ptr().align_offset(64) == 0
+        && a.n.is_multiple_of(LINE)
+        && tile::can_stream()
+}
+
+/// Destinations of at least this many elements (4 MiB) may stream ([`streams`]): smaller
+/// blocks of the benchmarks (24⁴, 2.5 MiB) lost by it.
+const STREAM_FROM: usize = 1 << 19;
+/// Streamed tiles' destination rows are at least this long (256 bytes)...
+const STREAM_ROW: usize = 32;
+/// ...and a multiple of a cache line of f64.
+const LINE: usize = 8;
 
 /// How the planes of a transpose are cut and each tile transposed.
 #[derive(Debug, PartialEq, Eq)]
@@ -260,52 +312,55 @@ struct Cut {
     tiles: (usize, usize),
     /// Source rows copied whole into a buffer first ([`transpose_tiles_staged`]).
     staged: bool,
-    /// Destination rows written one at a time by the scalar loop instead of four at a time
-    /// by the vector kernel ([`tile::by_rows`]).
-    by_rows: bool,
+    /// Destination rows written by non-temporal stores ([`tile::transpose_streamed`]).
+    stream: bool,
 }
 
 /// Chooses the [`Cut`] for plane loops `a` and `b`. Rows far apart on one side make each
 /// square tile touch as many pages and L1 sets as it has rows, for 256 bytes each; there the
-/// tile is narrow across those rows and long along them (`NARROW` × up to `LONG`). Tiles with
-/// short rows (under `TILE`) that crowd into a few L1 sets, on either side, are written one
-/// destination row at a time by the scalar loop: with four open at a time the lines evicted
-/// each other (16⁴ and 24⁴ ran up to 1.4x slower than the scalar kernel). Measured on all 24
-/// permutations of 16⁴–48⁴ blocks (docs/benchmarks.md, "Permutations against memcpy").
-fn cut(a: Loop, b: Loop) -> Cut {
+/// tile is narrow across those rows and long along them (`NARROW` × up to `LONG`), unless the
+/// rows of the other side crowd into a few L1 sets. Measured on all 24 permutations of
+/// 16⁴–48⁴ blocks (docs/benchmarks.md, "Permutations against memcpy").
+///
+/// Where the destination may stream (`stream`, see [`streams`]), the tiles are square and
+/// their destination rows streamed, also where the source rows are far apart, or long as in
+/// the mirror cut; tile rows are then whole cache lines.
+fn cut(a: Loop, b: Loop, stream: bool) -> Cut {
     let dst_crowded = set_conflicts(b.ds, b.n, CROWDED);
     let src_crowded = set_conflicts(a.ss, a.n, CROWDED);
-    let by_rows = |na: usize| na < TILE && (dst_crowded || src_crowded);
-    if a.ss >= FAR_ROWS && !dst_crowded {
+    let lines = |n: usize| if stream { n.next_multiple_of(LINE) } else { n };
+    if a.ss >= FAR_ROWS && !dst_crowded && !stream {
         // One destination line (8 elements) of each row per tile, from a few long source rows.
         let tiles = (a.n.min(NARROW), split(b.n, LONG));
         return Cut {
             tiles,
             staged: false,
-            by_rows: false,
+            stream: false,
         };
     }
     if b.ds >= FAR_ROWS && !src_crowded {
         // The mirror: a few destination rows, each written in a long run.
-        let tiles = (split(a.n, LONG), b.n.min(NARROW));
+        let tiles = (lines(split(a.n, LONG)), b.n.min(NARROW));
+        let stream = stream && tiles.0 >= STREAM_ROW;
         return Cut {
             tiles,
             staged: false,
-            by_rows: by_rows(tiles.0),
+            stream,
         };
     }
-    let tiles = (tile_len(a.n), tile_len(b.n));
+    let tiles = (lines(tile_len(a.n)), tile_len(b.n));
+    let stream = stream && tiles.0 >= STREAM_ROW;
     // The tile kernel reads across all the tile's source rows, so one line of each must stay
     // in L1 for the whole tile.
     Cut {
         tiles,
         staged: set_conflicts(a.ss, tiles.0, THRASH),
-        by_rows: by_rows(tiles.0),
+        stream,
     }
 }
 
-/// Rows per L1 set past which the vector kernel's lines evict each other, and past which
-/// staging the source rows pays ([`set_conflicts`]).
+/// Rows per L1 set past which a narrow or mirror cut's short side evicts its own lines, and
+/// past which staging the source rows pays ([`set_conflicts`]).
 const CROWDED: u8 = 4;
 const THRASH: u8 = 8;
 
@@ -365,8 +420,15 @@ struct Plane {
 }
 
 /// 2-D transpose of a [`Plane`] in tiles of `ta × tb`, each transposed directly from source to
-/// destination.
-fn transpose_tiles<S: Store>(dst: &mut [f64], src: &[f64], plane: Plane, cut: &Cut, st: S) {
+/// destination, or through `out` to non-temporal stores where it is given.
+fn transpose_tiles<S: Store>(
+    dst: &mut [f64],
+    src: &[f64],
+    plane: Plane,
+    cut: &Cut,
+    mut out: Option<&mut [f64]>,
+    st: S,
+) {
     let Plane { a, b, doff, soff } = plane;
     let (ta, tb) = cut.tiles;
     for jb in (0..b.n).step_by(tb) {
@@ -380,7 +442,10 @@ fn transpose_tiles<S: Store>(dst: &mut [f64], src: &[f64], plane: Plane, cut: &C
                 src_row: a.ss,
                 dst_row: b.ds,
             };
-            tile::transpose(dst, src, tile, cut.by_rows, st);
+            match out.as_deref_mut() {
+                Some(out) => tile::transpose_streamed(dst, src, tile, out),
+                None => tile::transpose(dst, src, tile, st),
+            }
         }
     }
 }
@@ -405,6 +470,7 @@ fn transpose_tiles_staged<S: Store>(
     plane: Plane,
     cut: &Cut,
     buf: &mut [f64],
+    mut out: Option<&mut [f64]>,
     st: S,
 ) {
     let Plane { a, b, doff, soff } = plane;
@@ -415,10 +481,7 @@ fn transpose_tiles_staged<S: Store>(
             let na = ta.min(a.n - ja);
             let staged = &mut buf[..na * nb];
             // staged[i * nb + k] = src(a = ja + i, b = jb + k).
-            let s0 = soff + jb + ja * a.ss;
-            for (i, row) in staged.chunks_exact_mut(nb).enumerate() {
-                row.copy_from_slice(&src[s0 + i * a.ss..][..nb]);
-            }
+            tile::stage(staged, src, soff + jb + ja * a.ss, a.ss, na, nb);
             let tile = Tile {
                 d0: doff + ja + jb * b.ds,
                 s0: 0,
@@ -427,7 +490,10 @@ fn transpose_tiles_staged<S: Store>(
                 src_row: nb,
                 dst_row: b.ds,
             };
-            tile::transpose(dst, staged, tile, cut.by_rows, st);
+            match out.as_deref_mut() {
+                Some(out) => tile::transpose_streamed(dst, staged, tile, out),
+                None => tile::transpose(dst, staged, tile, st),
+            }
         }
     }
 }
@@ -651,22 +717,22 @@ mod tests {
         // Rows 4 KiB apart: all in one L1 set, staged square tiles.
         let (a, b) = plane(&[512, 40], &[1, 0])?;
         assert_eq!(
-            cut(a, b),
+            cut(a, b, false),
             Cut {
                 tiles: (40, 32),
                 staged: true,
-                by_rows: false
+                stream: false
             }
         );
         check_one(&[512, 40], &[1, 0], 20)?;
-        // Staged with short destination rows (written one at a time).
+        // Staged with short destination rows.
         let (a, b) = plane(&[512, 20], &[1, 0])?;
         assert_eq!(
-            cut(a, b),
+            cut(a, b, false),
             Cut {
                 tiles: (20, 32),
                 staged: true,
-                by_rows: true
+                stream: false
             }
         );
         check_one(&[512, 20], &[1, 0], 22)?;
@@ -674,45 +740,126 @@ mod tests {
         // Source rows 8 KiB apart: narrow tiles.
         let (a, b) = plane(&[300, 5, 17], &[2, 0, 1])?;
         assert_eq!(
-            cut(a, b),
+            cut(a, b, false),
             Cut {
                 tiles: (8, 250),
                 staged: false,
-                by_rows: false
+                stream: false
             }
         );
         // Destination rows far apart, source rows close: the mirror.
         let (a, b) = plane(&[17, 5, 300], &[1, 2, 0])?;
         assert_eq!(
-            cut(a, b),
+            cut(a, b, false),
             Cut {
                 tiles: (250, 8),
                 staged: false,
-                by_rows: false
+                stream: false
             }
         );
         check_one(&[17, 5, 300], &[1, 2, 0], 21)?;
         // Both close, no conflicts: square tiles.
         let (a, b) = plane(&[100, 70], &[1, 0])?;
         assert_eq!(
-            cut(a, b),
+            cut(a, b, false),
             Cut {
                 tiles: (24, 25),
                 staged: false,
-                by_rows: false
+                stream: false
             }
         );
-        // Short destination rows 32 KiB apart: written one at a time.
+        // Short destination rows 32 KiB apart, source rows close: the mirror, 8 rows a tile.
         let (a, b) = plane(&[16, 16, 16, 16], &[1, 3, 2, 0])?;
         assert_eq!(
-            cut(a, b),
+            cut(a, b, false),
             Cut {
                 tiles: (16, 8),
                 staged: false,
-                by_rows: true
+                stream: false
             }
         );
         check_one(&[16, 16, 16, 16], &[1, 3, 2, 0], 24)?;
+        Ok(())
+    }
+
+    /// A destination slice of `n` elements starting on a cache line, as the `sial` binary's
+    /// allocator places blocks.
+    fn on_a_line(buf: &mut Vec<f64>, n: usize) -> &mut [f64] {
+        buf.resize(n + 8, 0.0);
+        let skip = buf.as_ptr().align_offset(64);
+        &mut buf[skip..skip + n]
+    }
+
+    #[test]
+    fn streamed_cuts_are_square_with_whole_lines() -> Result<(), KernelError> {
+        let plane = |ext: &[usize], perm: &[usize]| -> Result<(Loop, Loop), KernelError> {
+            let s = Shape::new(ext)?;
+            let d = s.permuted(perm)?;
+            let loops = plan(d.len(), &d, s.len(), &s, perm)?;
+            let l = loops.as_slice();
+            let q = l.iter().position(|lp| lp.ss == 1).unwrap_or(0);
+            Ok((l[0], l[q]))
+        };
+        // Far source rows: square staged tiles instead of narrow ones.
+        let (a, b) = plane(&[32, 32, 32, 32], &[2, 0, 3, 1])?;
+        assert_eq!(cut(a, b, false).tiles, (8, 32));
+        let streamed = Cut {
+            tiles: (32, 32),
+            staged: true,
+            stream: true,
+        };
+        assert_eq!(cut(a, b, true), streamed);
+        let (a, b) = plane(&[32, 32, 32, 32], &[3, 2, 1, 0])?;
+        assert_eq!(cut(a, b, true), streamed);
+        // The mirror keeps its long rows, now streamed; rows rounded up to whole lines.
+        let (a, b) = plane(&[17, 8, 300], &[1, 2, 0])?;
+        assert_eq!(a.n, 2400);
+        assert_eq!(cut(a, b, false).tiles, (240, 8));
+        assert_eq!(
+            cut(a, b, true),
+            Cut {
+                tiles: (240, 8),
+                staged: false,
+                stream: true
+            }
+        );
+        // Tiles under STREAM_ROW do not stream.
+        let (a, b) = plane(&[512, 24], &[1, 0])?;
+        assert!(!cut(a, b, true).stream);
+        // Only a large destination on a line, with rows of whole lines, streams.
+        let mut buf = Vec::new();
+        let (a, _) = plane(&[32, 32, 32, 32], &[3, 2, 1, 0])?;
+        assert_eq!(streams(on_a_line(&mut buf, 1 << 20), a), tile::can_stream());
+        assert!(!streams(&on_a_line(&mut buf, 1 << 20 + 1)[1..], a));
+        assert!(!streams(on_a_line(&mut buf, 1 << 18), a));
+        let (a, _) = plane(&[31, 31, 31, 31], &[3, 2, 1, 0])?;
+        assert!(!streams(on_a_line(&mut buf, 31 * 31 * 31 * 31), a));
+        Ok(())
+    }
+
+    /// Streamed permutations give the naive result, every cut that streams included, and
+    /// the accumulate form (never streamed) alongside.
+    #[test]
+    fn streamed_permutations_match_naive() -> Result<(), KernelError> {
+        let cases: [(&[usize], &[usize]); 5] = [
+            (&[32, 32, 32, 32], &[3, 2, 1, 0]),
+            (&[32, 32, 32, 32], &[2, 0, 3, 1]),
+            (&[32, 32, 32, 32], &[1, 3, 0, 2]),
+            (&[17, 8, 4000], &[1, 2, 0]),
+            (&[8, 300, 240], &[2, 0, 1]),
+        ];
+        let mut buf = Vec::new();
+        for (i, (ext, perm)) in cases.iter().enumerate() {
+            let src_shape = Shape::new(ext)?;
+            let dst_shape = src_shape.permuted(perm)?;
+            let src = random_vec(src_shape.len(), 50 + i as u64);
+            let expect = naive_permute(&src, &src_shape, perm);
+            let dst = on_a_line(&mut buf, dst_shape.len());
+            dst.fill(f64::NAN);
+            permute(dst, &dst_shape, &src, &src_shape, perm)?;
+            assert!(dst == expect.as_slice(), "{ext:?} by {perm:?}");
+            check_one(ext, perm, 60 + i as u64)?;
+        }
         Ok(())
     }
 

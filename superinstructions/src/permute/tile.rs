@@ -4,10 +4,12 @@
 //! On x86-64 with AVX the tile is cut into 4×4 blocks, each read as four 32-byte source rows,
 //! transposed in registers and written as four 32-byte destination rows: one vector load and
 //! one vector store per four elements instead of a scalar load and store per element, which
-//! is what kept the scalar transpose at a fraction of a copy's rate. Other targets, CPUs
-//! without AVX, and tiles whose destination rows crowd into a few cache sets take the scalar
-//! loop ([`by_rows`]). Both give bit-identical results: the accumulate form multiplies and
-//! then adds (no fused multiply-add), like the scalar `*d += alpha * s`.
+//! is what kept the scalar transpose at a fraction of a copy's rate. Other targets and CPUs
+//! without AVX take the scalar loop ([`by_rows`]). Both give bit-identical results: the
+//! accumulate form multiplies and then adds (no fused multiply-add), like the scalar
+//! `*d += alpha * s`. (Tiles whose short destination rows crowd into a few cache sets took
+//! the scalar loop too while blocks were placed 16 bytes past a cache line; on lines, the
+//! vector kernel is 1.2–2.3x faster there: docs/benchmarks.md.)
 
 use super::Store;
 
@@ -42,10 +44,10 @@ impl Tile {
 }
 
 /// Transposes `tile` from `src` into `dst` through `st`: four destination rows at a time by
-/// the vector kernel where the CPU has one, unless `by_rows` asks for [`by_rows`].
-pub(super) fn transpose<S: Store>(dst: &mut [f64], src: &[f64], tile: Tile, by_rows: bool, st: S) {
+/// the vector kernel where the CPU has one, else by [`by_rows`].
+pub(super) fn transpose<S: Store>(dst: &mut [f64], src: &[f64], tile: Tile, st: S) {
     #[cfg(target_arch = "x86_64")]
-    if !by_rows && std::arch::is_x86_feature_detected!("avx") && tile.inside(dst.len(), src.len()) {
+    if std::arch::is_x86_feature_detected!("avx") && tile.inside(dst.len(), src.len()) {
         let (d, s) = (dst.as_mut_ptr(), src.as_ptr());
         // SAFETY: AVX is present, and `inside` checked that every offset the tile touches is
         // in bounds of its buffer; `dst` and `src` are distinct borrows, so they do not overlap.
@@ -81,12 +83,71 @@ pub(super) fn by_rows<S: Store>(dst: &mut [f64], src: &[f64], t: Tile, st: S) {
     }
 }
 
+/// Whether [`transpose_streamed`] can write with non-temporal stores on this CPU.
+pub(super) fn can_stream() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx") {
+        return true;
+    }
+    false
+}
+
+/// A plain-copy transpose of `tile` whose destination rows bypass the caches: the tile is
+/// transposed into `out` (in L1, its rows `na` long and contiguous), then each row is written
+/// to `dst` with non-temporal stores. A destination far larger than the caches otherwise has
+/// every one of its lines read in before it is overwritten, and its scattered rows evict each
+/// other while the tile is written. The caller calls [`fence`] before the destination is
+/// handed on. `out` must hold `na * nb` elements; without AVX the rows are plain copies.
+pub(super) fn transpose_streamed(dst: &mut [f64], src: &[f64], tile: Tile, out: &mut [f64]) {
+    let out = &mut out[..tile.na * tile.nb];
+    let packed = Tile {
+        d0: 0,
+        dst_row: tile.na,
+        ..tile
+    };
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx") && packed.inside(out.len(), src.len()) {
+        // SAFETY: AVX is present and the packed tile lies inside `out` and `src`.
+        unsafe { avx::transpose_streamed(dst, src, tile, out) };
+        return;
+    }
+    transpose(out, src, packed, super::Assign);
+    for (k, row) in out.chunks_exact(tile.na).enumerate() {
+        dst[tile.d0 + k * tile.dst_row..][..tile.na].copy_from_slice(row);
+    }
+}
+
+/// Copies the `na` source rows of a tile, `nb` elements from `s0` every `src_row`, into `buf`
+/// one after the other: inline vector moves, where a call to `memcpy` per row cost as much as
+/// the row's copy.
+pub(super) fn stage(buf: &mut [f64], src: &[f64], s0: usize, src_row: usize, na: usize, nb: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx") {
+        // SAFETY: AVX is present.
+        unsafe { avx::stage(buf, src, s0, src_row, na, nb) };
+        return;
+    }
+    for (i, row) in buf[..na * nb].chunks_exact_mut(nb).enumerate() {
+        row.copy_from_slice(&src[s0 + i * src_row..][..nb]);
+    }
+}
+
+/// Orders the non-temporal stores of [`transpose_streamed`] before every later store, so that
+/// a thread the destination is handed to sees them.
+pub(super) fn fence() {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: `sfence` has no operands and exists on every x86-64 CPU (SSE).
+    unsafe {
+        std::arch::x86_64::_mm_sfence()
+    };
+}
+
 #[cfg(target_arch = "x86_64")]
 mod avx {
     use super::Tile;
     use std::arch::x86_64::{
         __m256d, _mm256_add_pd, _mm256_loadu_pd, _mm256_mul_pd, _mm256_permute2f128_pd,
-        _mm256_set1_pd, _mm256_storeu_pd, _mm256_unpackhi_pd, _mm256_unpacklo_pd,
+        _mm256_set1_pd, _mm256_storeu_pd, _mm256_stream_pd, _mm256_unpackhi_pd, _mm256_unpacklo_pd,
     };
 
     /// # Safety
@@ -128,6 +189,77 @@ mod avx {
                         alpha,
                     );
                 }
+            }
+        }
+    }
+
+    /// [`super::stage`] with AVX.
+    ///
+    /// # Safety
+    /// AVX must be available.
+    #[target_feature(enable = "avx")]
+    pub(super) unsafe fn stage(
+        buf: &mut [f64],
+        src: &[f64],
+        s0: usize,
+        src_row: usize,
+        na: usize,
+        nb: usize,
+    ) {
+        for (i, row) in buf[..na * nb].chunks_exact_mut(nb).enumerate() {
+            let from = &src[s0 + i * src_row..][..nb];
+            let body = nb & !3;
+            let (dp, sp) = (row.as_mut_ptr(), from.as_ptr());
+            for j in (0..body).step_by(4) {
+                // SAFETY: `j + 4 <= body <= nb`, in bounds of both rows.
+                unsafe { _mm256_storeu_pd(dp.add(j), _mm256_loadu_pd(sp.add(j))) };
+                // Keeps the compiler from turning the loop back into a call to `memcpy`.
+                // SAFETY: an empty instruction sequence.
+                unsafe { std::arch::asm!("", options(nostack, preserves_flags)) };
+            }
+            if body < nb {
+                row[body..].copy_from_slice(&from[body..]);
+            }
+        }
+    }
+
+    /// [`super::transpose_streamed`] with AVX.
+    ///
+    /// # Safety
+    /// AVX must be available, and the tile packed into `out` (`d0` 0, rows `na` apart) must lie
+    /// inside `out` and `src`.
+    #[target_feature(enable = "avx")]
+    pub(super) unsafe fn transpose_streamed(
+        dst: &mut [f64],
+        src: &[f64],
+        t: Tile,
+        out: &mut [f64],
+    ) {
+        let packed = Tile {
+            d0: 0,
+            dst_row: t.na,
+            ..t
+        };
+        // SAFETY: the caller checked the packed tile against `out` and `src`, which are
+        // distinct borrows.
+        unsafe { transpose::<false>(out.as_mut_ptr(), src.as_ptr(), packed, 0.0) };
+        for (k, row) in out[..t.na * t.nb].chunks_exact(t.na).enumerate() {
+            let d = &mut dst[t.d0 + k * t.dst_row..][..t.na];
+            let head = d.as_ptr().align_offset(32).min(t.na);
+            let body = (t.na - head) & !3;
+            // The ends (none where rows are whole lines) by plain stores; the guards keep
+            // empty ends from costing a call to `memcpy` per row.
+            if head > 0 {
+                d[..head].copy_from_slice(&row[..head]);
+            }
+            let (dp, sp) = (d.as_mut_ptr(), row.as_ptr());
+            for i in (head..head + body).step_by(4) {
+                // SAFETY: `i + 4 <= head + body <= na`, in bounds of both rows; `dp + i` is
+                // 32-byte aligned (`head` aligns it, and `i - head` is a multiple of 4).
+                unsafe { _mm256_stream_pd(dp.add(i), _mm256_loadu_pd(sp.add(i))) };
+            }
+            if head + body < t.na {
+                d[head + body..].copy_from_slice(&row[head + body..]);
             }
         }
     }
@@ -207,7 +339,7 @@ mod tests {
             let src = random_vec(5 + na * (nb + 2), (na * 100 + nb) as u64);
             let start = random_vec(3 + nb * (na + 1), 7);
             let (mut fast, mut slow) = (start.clone(), start.clone());
-            transpose(&mut fast, &src, tile, false, Assign);
+            transpose(&mut fast, &src, tile, Assign);
             by_rows(&mut slow, &src, tile, Assign);
             assert_eq!(fast, slow, "copy {na}x{nb}");
             for i in 0..na {
@@ -216,7 +348,7 @@ mod tests {
                 }
             }
             let (mut fast, mut slow) = (start.clone(), start);
-            transpose(&mut fast, &src, tile, false, AddScaled(-0.7));
+            transpose(&mut fast, &src, tile, AddScaled(-0.7));
             by_rows(&mut slow, &src, tile, AddScaled(-0.7));
             assert_eq!(fast, slow, "accumulate {na}x{nb}");
         }

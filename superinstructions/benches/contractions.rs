@@ -12,13 +12,19 @@
 //! contiguous `m×k` and `k×n` matrices (`m, n, k` from [`ContractionPlan::gemm_dims`]),
 //! alternating batches of calls, and prints the medians and the ratio of the two rates.
 //!
-//! Run: `cargo bench -p sial-superinstructions --bench contractions [-- FILTER]`.
+//! Run: `cargo bench -p sial-superinstructions --bench contractions [-- FILTER]`. The blocks
+//! are allocated by the `sial` binary's allocator (`line_aligned`), on cache lines.
 
 use faer::linalg::matmul::matmul;
 use faer::{Accum, MatMut, MatRef, Par};
+use sial_superinstructions::line_aligned::LineAligned;
 use sial_superinstructions::{ContractionPlan, Label, Shape};
 use std::hint::black_box;
 use std::time::{Duration, Instant};
+
+/// Blocks and scratch placed as in the `sial` binary.
+#[global_allocator]
+static ALLOCATOR: LineAligned = LineAligned;
 
 /// `(source lines, dst=left*right with one letter per label)`; extents per letter come from
 /// [`Scale`].

@@ -16,7 +16,7 @@
 use crate::error::KernelError;
 use crate::gemm::{Dims, View, gemm_views};
 use crate::labels::{Label, Perm, permutation_from_labels};
-use crate::permute::permute;
+use crate::permute::permute_operand;
 use crate::shape::Shape;
 
 /// A label with its extent.
@@ -350,7 +350,7 @@ impl Batched {
             None => Ok(data),
             Some(c) => {
                 let out = sized(buf, self.lens[t]);
-                permute(out, &c.to, data, &c.from, &c.perm)?;
+                permute_operand(out, &c.to, data, &c.from, &c.perm)?;
                 Ok(out)
             }
         }

@@ -27,7 +27,7 @@ use crate::error::{KernelError, Role};
 use crate::gemm::{Dims, Parallelism, Stored, gemm};
 use crate::labels::{Label, Operand, OperandMut, Perm, check_labels, permutation_from_labels};
 use crate::packed::{self, Packed};
-use crate::permute::{permute, permute_add};
+use crate::permute::{permute, permute_add, permute_operand};
 use crate::shape::{Shape, check_len};
 use std::cell::Cell;
 
@@ -580,7 +580,7 @@ fn prepare<'a>(
         }),
         Prep::Permute { from, to, perm } => {
             let buf = sized(buf, to.len());
-            permute(buf, to, data, from, perm)?;
+            permute_operand(buf, to, data, from, perm)?;
             Ok(Stored {
                 data: buf,
                 transposed: false,

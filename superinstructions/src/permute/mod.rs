@@ -847,7 +847,7 @@ mod tests {
         let mut buf = Vec::new();
         let (a, _) = plane(&[32, 32, 32, 32], &[3, 2, 1, 0])?;
         assert_eq!(streams(on_a_line(&mut buf, 1 << 20), a), tile::can_stream());
-        assert!(!streams(&on_a_line(&mut buf, 1 << 20 + 1)[1..], a));
+        assert!(!streams(&on_a_line(&mut buf, (1 << 20) + 1)[1..], a));
         assert!(!streams(on_a_line(&mut buf, 1 << 18), a));
         let (a, _) = plane(&[31, 31, 31, 31], &[3, 2, 1, 0])?;
         assert!(!streams(on_a_line(&mut buf, 31 * 31 * 31 * 31), a));

@@ -228,7 +228,13 @@ fn run<S: Store>(dst: &mut [f64], src: &[f64], loops: &Loops, st: S, may_stream:
         };
         // The next loop runs inside the walk over the others: runs are often short (a
         // segment, 10–50 elements), and the walk's bookkeeping per run cost as much as them.
+        let copies = st.alpha().is_none();
         match l.get(1) {
+            // A plain copy moves its runs by inline vector moves: a call to `memcpy` per run
+            // of a few tens of elements cost as much as the run.
+            Some(&next) if copies => for_each_offset(&l[2..], |doff, soff| {
+                tile::copy_runs(dst, src, n, (doff, soff), (next.n, next.ds, next.ss));
+            }),
             Some(&next) => for_each_offset(&l[2..], |doff, soff| {
                 for j in 0..next.n {
                     run(dst, doff + j * next.ds, soff + j * next.ss);

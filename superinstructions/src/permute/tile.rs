@@ -132,6 +132,27 @@ pub(super) fn stage(buf: &mut [f64], src: &[f64], s0: usize, src_row: usize, na:
     }
 }
 
+/// `count` runs of `n` elements: run `j` from `src` at `at.1 + j * step.2` to `dst` at
+/// `at.0 + j * step.1` (`step.0` is `count`); inline vector moves where the CPU has AVX.
+pub(super) fn copy_runs(
+    dst: &mut [f64],
+    src: &[f64],
+    n: usize,
+    at: (usize, usize),
+    step: (usize, usize, usize),
+) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx") {
+        // SAFETY: AVX is present.
+        unsafe { avx::copy_runs(dst, src, n, at, step) };
+        return;
+    }
+    let (count, ds, ss) = step;
+    for j in 0..count {
+        dst[at.0 + j * ds..][..n].copy_from_slice(&src[at.1 + j * ss..][..n]);
+    }
+}
+
 /// Orders the non-temporal stores of [`transpose_streamed`] before every later store, so that
 /// a thread the destination is handed to sees them.
 pub(super) fn fence() {
@@ -219,6 +240,40 @@ mod avx {
             }
             if body < nb {
                 row[body..].copy_from_slice(&from[body..]);
+            }
+        }
+    }
+
+    /// [`super::copy_runs`] with AVX.
+    ///
+    /// # Safety
+    /// AVX must be available.
+    #[target_feature(enable = "avx")]
+    pub(super) unsafe fn copy_runs(
+        dst: &mut [f64],
+        src: &[f64],
+        n: usize,
+        at: (usize, usize),
+        step: (usize, usize, usize),
+    ) {
+        let (count, ds, ss) = step;
+        let body = n & !3;
+        for j in 0..count {
+            let d = &mut dst[at.0 + j * ds..][..n];
+            let s = &src[at.1 + j * ss..][..n];
+            let (dp, sp) = (d.as_mut_ptr(), s.as_ptr());
+            for i in (0..body).step_by(4) {
+                // SAFETY: `i + 4 <= body <= n`, in bounds of both runs.
+                unsafe { _mm256_storeu_pd(dp.add(i), _mm256_loadu_pd(sp.add(i))) };
+                // Keeps the compiler from turning the loop back into a call to `memcpy`.
+                // SAFETY: an empty instruction sequence.
+                unsafe { std::arch::asm!("", options(nostack, preserves_flags)) };
+            }
+            for (d, s) in d[body..].iter_mut().zip(&s[body..]) {
+                *d = *s;
+                // SAFETY: an empty instruction sequence (as above: no `memcpy` call for the
+                // last few elements).
+                unsafe { std::arch::asm!("", options(nostack, preserves_flags)) };
             }
         }
     }

@@ -233,7 +233,7 @@ fn run<S: Store>(dst: &mut [f64], src: &[f64], loops: &Loops, st: S, may_stream:
             // A plain copy moves its runs by inline vector moves: a call to `memcpy` per run
             // of a few tens of elements cost as much as the run.
             Some(&next) if copies => for_each_offset(&l[2..], |doff, soff| {
-                tile::copy_runs(dst, src, n, (doff, soff), (next.n, next.ds, next.ss));
+                tile::copy_runs(dst, src, n, (doff, soff), next);
             }),
             Some(&next) => for_each_offset(&l[2..], |doff, soff| {
                 for j in 0..next.n {

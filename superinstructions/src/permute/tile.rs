@@ -11,7 +11,7 @@
 //! the scalar loop too while blocks were placed 16 bytes past a cache line; on lines, the
 //! vector kernel is 1.2–2.3x faster there: docs/benchmarks.md.)
 
-use super::Store;
+use super::{Loop, Store};
 
 /// An `na × nb` tile: element `(i, k)` (`i < na` along the destination's fastest dimension,
 /// `k < nb` along the source's) is read at `s0 + i * src_row + k` and written at
@@ -132,24 +132,23 @@ pub(super) fn stage(buf: &mut [f64], src: &[f64], s0: usize, src_row: usize, na:
     }
 }
 
-/// `count` runs of `n` elements: run `j` from `src` at `at.1 + j * step.2` to `dst` at
-/// `at.0 + j * step.1` (`step.0` is `count`); inline vector moves where the CPU has AVX.
+/// `next.n` runs of `n` elements, run `j` from `src` at `soff + j * next.ss` to `dst` at
+/// `doff + j * next.ds`: inline vector moves where the CPU has AVX.
 pub(super) fn copy_runs(
     dst: &mut [f64],
     src: &[f64],
     n: usize,
-    at: (usize, usize),
-    step: (usize, usize, usize),
+    (doff, soff): (usize, usize),
+    next: Loop,
 ) {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx") {
         // SAFETY: AVX is present.
-        unsafe { avx::copy_runs(dst, src, n, at, step) };
+        unsafe { avx::copy_runs(dst, src, n, (doff, soff), next) };
         return;
     }
-    let (count, ds, ss) = step;
-    for j in 0..count {
-        dst[at.0 + j * ds..][..n].copy_from_slice(&src[at.1 + j * ss..][..n]);
+    for j in 0..next.n {
+        dst[doff + j * next.ds..][..n].copy_from_slice(&src[soff + j * next.ss..][..n]);
     }
 }
 
@@ -165,7 +164,7 @@ pub(super) fn fence() {
 
 #[cfg(target_arch = "x86_64")]
 mod avx {
-    use super::Tile;
+    use super::{Loop, Tile};
     use std::arch::x86_64::{
         __m256d, _mm256_add_pd, _mm256_loadu_pd, _mm256_mul_pd, _mm256_permute2f128_pd,
         _mm256_set1_pd, _mm256_storeu_pd, _mm256_stream_pd, _mm256_unpackhi_pd, _mm256_unpacklo_pd,
@@ -214,6 +213,27 @@ mod avx {
         }
     }
 
+    /// `d = s` by 32-byte moves, for rows of tens of elements.
+    #[target_feature(enable = "avx")]
+    #[inline]
+    fn copy_row(d: &mut [f64], s: &[f64]) {
+        let n = d.len().min(s.len());
+        let body = n & !3;
+        let (dp, sp) = (d.as_mut_ptr(), s.as_ptr());
+        for i in (0..body).step_by(4) {
+            // SAFETY: `i + 4 <= body <= n`, in bounds of both rows.
+            unsafe { _mm256_storeu_pd(dp.add(i), _mm256_loadu_pd(sp.add(i))) };
+            // Keeps the compiler from turning the loop back into a call to `memcpy`.
+            // SAFETY: an empty instruction sequence.
+            unsafe { std::arch::asm!("", options(nostack, preserves_flags)) };
+        }
+        for (d, s) in d[body..n].iter_mut().zip(&s[body..n]) {
+            *d = *s;
+            // SAFETY: as above, for the last few elements.
+            unsafe { std::arch::asm!("", options(nostack, preserves_flags)) };
+        }
+    }
+
     /// [`super::stage`] with AVX.
     ///
     /// # Safety
@@ -228,19 +248,7 @@ mod avx {
         nb: usize,
     ) {
         for (i, row) in buf[..na * nb].chunks_exact_mut(nb).enumerate() {
-            let from = &src[s0 + i * src_row..][..nb];
-            let body = nb & !3;
-            let (dp, sp) = (row.as_mut_ptr(), from.as_ptr());
-            for j in (0..body).step_by(4) {
-                // SAFETY: `j + 4 <= body <= nb`, in bounds of both rows.
-                unsafe { _mm256_storeu_pd(dp.add(j), _mm256_loadu_pd(sp.add(j))) };
-                // Keeps the compiler from turning the loop back into a call to `memcpy`.
-                // SAFETY: an empty instruction sequence.
-                unsafe { std::arch::asm!("", options(nostack, preserves_flags)) };
-            }
-            if body < nb {
-                row[body..].copy_from_slice(&from[body..]);
-            }
+            copy_row(row, &src[s0 + i * src_row..][..nb]);
         }
     }
 
@@ -253,28 +261,14 @@ mod avx {
         dst: &mut [f64],
         src: &[f64],
         n: usize,
-        at: (usize, usize),
-        step: (usize, usize, usize),
+        (doff, soff): (usize, usize),
+        next: Loop,
     ) {
-        let (count, ds, ss) = step;
-        let body = n & !3;
-        for j in 0..count {
-            let d = &mut dst[at.0 + j * ds..][..n];
-            let s = &src[at.1 + j * ss..][..n];
-            let (dp, sp) = (d.as_mut_ptr(), s.as_ptr());
-            for i in (0..body).step_by(4) {
-                // SAFETY: `i + 4 <= body <= n`, in bounds of both runs.
-                unsafe { _mm256_storeu_pd(dp.add(i), _mm256_loadu_pd(sp.add(i))) };
-                // Keeps the compiler from turning the loop back into a call to `memcpy`.
-                // SAFETY: an empty instruction sequence.
-                unsafe { std::arch::asm!("", options(nostack, preserves_flags)) };
-            }
-            for (d, s) in d[body..].iter_mut().zip(&s[body..]) {
-                *d = *s;
-                // SAFETY: an empty instruction sequence (as above: no `memcpy` call for the
-                // last few elements).
-                unsafe { std::arch::asm!("", options(nostack, preserves_flags)) };
-            }
+        for j in 0..next.n {
+            copy_row(
+                &mut dst[doff + j * next.ds..][..n],
+                &src[soff + j * next.ss..][..n],
+            );
         }
     }
 

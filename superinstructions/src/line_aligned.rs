@@ -247,6 +247,38 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        /// Any chain of sizes and alignments keeps the data through every `realloc`, and every
+        /// large allocation on a line.
+        #[test]
+        fn realloc_chains_keep_their_data(
+            sizes in proptest::collection::vec(1usize..20_000, 1..12),
+            align in proptest::sample::select(vec![1usize, 8, 16, 32, 64, 128]),
+        ) {
+            let a = LineAligned;
+            // SAFETY: every pointer is reallocated or freed with the layout it has.
+            unsafe {
+                let mut l = layout(sizes[0], align);
+                let mut p = a.alloc(l);
+                proptest::prop_assert!(!p.is_null());
+                fill(p, l.size(), 11);
+                for &size in &sizes[1..] {
+                    let q = a.realloc(p, l, size);
+                    proptest::prop_assert!(!q.is_null());
+                    proptest::prop_assert!(holds(q, l.size().min(size), 11));
+                    proptest::prop_assert_eq!(q as usize % align, 0);
+                    if size >= LARGE {
+                        proptest::prop_assert_eq!(q as usize % LINE, 0);
+                    }
+                    l = layout(size, align);
+                    fill(q, size, 11);
+                    p = q;
+                }
+                a.dealloc(p, l);
+            }
+        }
+    }
+
     #[test]
     fn a_vec_of_f64_through_the_allocator_is_line_aligned() {
         let a = LineAligned;

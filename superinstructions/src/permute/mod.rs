@@ -265,8 +265,8 @@ fn run<S: Store>(dst: &mut [f64], src: &[f64], loops: &Loops, st: S, may_stream:
     let cut = cut(a, b, may_stream && st.alpha().is_none() && streams(dst, a));
     let stream = cut.stream;
     let tile_len = cut.tiles.0 * cut.tiles.1;
-    let mut out = Scratch::new(if stream { tile_len } else { 0 });
-    let mut out = stream.then_some(out.get());
+    let mut out = stream.then(|| Scratch::new(tile_len));
+    let mut out = out.as_mut().map(Scratch::get);
     if cut.staged {
         let mut buf = Scratch::new(tile_len);
         let buf = buf.get();
@@ -352,7 +352,9 @@ fn cut(a: Loop, b: Loop, stream: bool) -> Cut {
     let dst_crowded = set_conflicts(b.ds, b.n, CROWDED);
     let src_crowded = set_conflicts(a.ss, a.n, CROWDED);
     let lines = |n: usize| if stream { n.next_multiple_of(LINE) } else { n };
-    if a.ss >= FAR_ROWS && !dst_crowded && !stream {
+    let square = (lines(tile_len(a.n)), tile_len(b.n));
+    let square_streams = stream && square.0 >= STREAM_ROW;
+    if a.ss >= FAR_ROWS && !dst_crowded && !square_streams {
         // One destination line (8 elements) of each row per tile, from a few long source rows.
         let tiles = (a.n.min(NARROW), split(b.n, LONG));
         return Cut {
@@ -371,14 +373,12 @@ fn cut(a: Loop, b: Loop, stream: bool) -> Cut {
             stream,
         };
     }
-    let tiles = (lines(tile_len(a.n)), tile_len(b.n));
-    let stream = stream && tiles.0 >= STREAM_ROW;
     // The tile kernel reads across all the tile's source rows, so one line of each must stay
     // in L1 for the whole tile.
     Cut {
-        tiles,
-        staged: set_conflicts(a.ss, tiles.0, THRASH),
-        stream,
+        tiles: square,
+        staged: set_conflicts(a.ss, square.0, THRASH),
+        stream: square_streams,
     }
 }
 
@@ -727,16 +727,18 @@ mod tests {
         Ok(())
     }
 
+    /// The plane loops `a` and `b` of a permutation.
+    fn plane(ext: &[usize], perm: &[usize]) -> Result<(Loop, Loop), KernelError> {
+        let s = Shape::new(ext)?;
+        let d = s.permuted(perm)?;
+        let loops = plan(d.len(), &d, s.len(), &s, perm)?;
+        let l = loops.as_slice();
+        let q = l.iter().position(|lp| lp.ss == 1).unwrap_or(0);
+        Ok((l[0], l[q]))
+    }
+
     #[test]
     fn each_tiling_is_chosen_and_correct() -> Result<(), KernelError> {
-        let plane = |ext: &[usize], perm: &[usize]| -> Result<(Loop, Loop), KernelError> {
-            let s = Shape::new(ext)?;
-            let d = s.permuted(perm)?;
-            let loops = plan(d.len(), &d, s.len(), &s, perm)?;
-            let l = loops.as_slice();
-            let q = l.iter().position(|lp| lp.ss == 1).unwrap_or(0);
-            Ok((l[0], l[q]))
-        };
         // Rows 4 KiB apart: all in one L1 set, staged square tiles.
         let (a, b) = plane(&[512, 40], &[1, 0])?;
         assert_eq!(
@@ -805,24 +807,8 @@ mod tests {
         Ok(())
     }
 
-    /// A destination slice of `n` elements starting on a cache line, as the `sial` binary's
-    /// allocator places blocks.
-    fn on_a_line(buf: &mut Vec<f64>, n: usize) -> &mut [f64] {
-        buf.resize(n + 8, 0.0);
-        let skip = buf.as_ptr().align_offset(64);
-        &mut buf[skip..skip + n]
-    }
-
     #[test]
     fn streamed_cuts_are_square_with_whole_lines() -> Result<(), KernelError> {
-        let plane = |ext: &[usize], perm: &[usize]| -> Result<(Loop, Loop), KernelError> {
-            let s = Shape::new(ext)?;
-            let d = s.permuted(perm)?;
-            let loops = plan(d.len(), &d, s.len(), &s, perm)?;
-            let l = loops.as_slice();
-            let q = l.iter().position(|lp| lp.ss == 1).unwrap_or(0);
-            Ok((l[0], l[q]))
-        };
         // Far source rows: square staged tiles instead of narrow ones.
         let (a, b) = plane(&[32, 32, 32, 32], &[2, 0, 3, 1])?;
         assert_eq!(cut(a, b, false).tiles, (8, 32));
@@ -849,14 +835,15 @@ mod tests {
         // Tiles under STREAM_ROW do not stream.
         let (a, b) = plane(&[512, 24], &[1, 0])?;
         assert!(!cut(a, b, true).stream);
-        // Only a large destination on a line, with rows of whole lines, streams.
-        let mut buf = Vec::new();
+        // Only a large destination on a line (placed as the `sial` binary's allocator places
+        // blocks), with rows of whole lines, streams.
+        let on_a_line = Scratch::new;
         let (a, _) = plane(&[32, 32, 32, 32], &[3, 2, 1, 0])?;
-        assert_eq!(streams(on_a_line(&mut buf, 1 << 20), a), tile::can_stream());
-        assert!(!streams(&on_a_line(&mut buf, (1 << 20) + 1)[1..], a));
-        assert!(!streams(on_a_line(&mut buf, 1 << 18), a));
+        assert_eq!(streams(on_a_line(1 << 20).get(), a), tile::can_stream());
+        assert!(!streams(&on_a_line((1 << 20) + 1).get()[1..], a));
+        assert!(!streams(on_a_line(1 << 18).get(), a));
         let (a, _) = plane(&[31, 31, 31, 31], &[3, 2, 1, 0])?;
-        assert!(!streams(on_a_line(&mut buf, 31 * 31 * 31 * 31), a));
+        assert!(!streams(on_a_line(31 * 31 * 31 * 31).get(), a));
         Ok(())
     }
 
@@ -871,13 +858,13 @@ mod tests {
             (&[17, 8, 4000], &[1, 2, 0]),
             (&[8, 300, 240], &[2, 0, 1]),
         ];
-        let mut buf = Vec::new();
         for (i, (ext, perm)) in cases.iter().enumerate() {
             let src_shape = Shape::new(ext)?;
             let dst_shape = src_shape.permuted(perm)?;
             let src = random_vec(src_shape.len(), 50 + i as u64);
             let expect = naive_permute(&src, &src_shape, perm);
-            let dst = on_a_line(&mut buf, dst_shape.len());
+            let mut on_a_line = Scratch::new(dst_shape.len());
+            let dst = on_a_line.get();
             dst.fill(f64::NAN);
             permute(dst, &dst_shape, &src, &src_shape, perm)?;
             assert!(dst == expect.as_slice(), "{ext:?} by {perm:?}");

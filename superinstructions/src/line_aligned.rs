@@ -71,33 +71,36 @@ unsafe fn start_of(p: *mut u8) -> *mut u8 {
     unsafe { p.cast::<usize>().sub(1).read() as *mut u8 }
 }
 
+/// A new allocation by `system` (`System`'s `alloc` or `alloc_zeroed`): the layout itself,
+/// or, for a large one, `outer(size)` bytes handed out from their first line.
+///
+/// # Safety
+/// As `GlobalAlloc::alloc`: `layout` has a non-zero size.
+unsafe fn allocate(layout: Layout, system: unsafe fn(&System, Layout) -> *mut u8) -> *mut u8 {
+    if !large(layout) {
+        // SAFETY: the caller's contract, passed on.
+        return unsafe { system(&System, layout) };
+    }
+    match outer(layout.size()) {
+        // SAFETY: a non-zero size; `hand_out` gets `LINE + size` bytes.
+        Some(o) => unsafe { hand_out(system(&System, o)) },
+        None => ptr::null_mut(),
+    }
+}
+
 // SAFETY: every large allocation is `outer(size)` bytes from `System`, freed and resized
 // through the start stored before the pointer handed out; everything else is `System`'s own.
 // Whether an allocation is large depends only on its layout, which the caller passes back
 // unchanged to `dealloc` and `realloc`.
 unsafe impl GlobalAlloc for LineAligned {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        if !large(layout) {
-            // SAFETY: the caller's contract, passed on.
-            return unsafe { System.alloc(layout) };
-        }
-        match outer(layout.size()) {
-            // SAFETY: a non-zero size; `hand_out` gets `LINE + size` bytes.
-            Some(o) => unsafe { hand_out(System.alloc(o)) },
-            None => ptr::null_mut(),
-        }
+        // SAFETY: the caller's contract, passed on.
+        unsafe { allocate(layout, System::alloc) }
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        if !large(layout) {
-            // SAFETY: the caller's contract, passed on.
-            return unsafe { System.alloc_zeroed(layout) };
-        }
-        match outer(layout.size()) {
-            // SAFETY: as in `alloc`; every byte handed out is zero.
-            Some(o) => unsafe { hand_out(System.alloc_zeroed(o)) },
-            None => ptr::null_mut(),
-        }
+        // SAFETY: the caller's contract, passed on; every byte handed out is zero.
+        unsafe { allocate(layout, System::alloc_zeroed) }
     }
 
     unsafe fn dealloc(&self, p: *mut u8, layout: Layout) {

@@ -1,12 +1,13 @@
-//! Every permutation of 4-index blocks (16⁴, 24⁴, 31⁴, 32⁴, 48⁴) and common 6-index ones, each
-//! against a plain copy of the same bytes timed in the same run (docs/benchmarks.md,
-//! "Permutations against memcpy").
+//! Every permutation of 4-index blocks (16⁴, 24⁴, 31⁴, 32⁴, 48⁴), common 6-index ones and the
+//! costliest ones of a real job, each against a plain copy of the same bytes timed in the same
+//! run (docs/benchmarks.md, "Permutations against memcpy").
 //!
-//! Run: `cargo bench -p sial-superinstructions --bench permutations [-- FILTER]`. Prints one
-//! line per case: the median time of `permute` and of `copy_from_slice` over the same number of
+//! Run: `cargo bench -p sial-superinstructions --bench permutations [-- [--cold] FILTER]`.
+//! Prints one line per case: the median time of `permute` and of `copy_from_slice` over the same number of
 //! bytes (alternating, so both see the same machine), the permute's rate counting one read and
 //! one write of every element, and the ratio permute rate / copy rate. A summary per size gives
-//! the worst and the median ratio.
+//! the worst and the median ratio. With `--cold`, each call finds its blocks in memory instead
+//! of the caches ([`cold_times`]).
 //!
 //! With `--features hptt` (needs cmake and a C++ compiler) each case also runs HPTT's
 //! `transpose_f64` (single thread, column-major, the same buffers' placement), checks that it
@@ -106,6 +107,41 @@ fn hptt_time(_: &mut [f64], _: &[f64], _: &Case) -> Option<Duration> {
     None
 }
 
+/// With `--cold`: the median over 5 rounds of the time of `permute` and of a copy, each call
+/// on the next of enough source and destination blocks to span twice the last-level cache (32
+/// MiB here), so that it finds both in memory, not in a cache, as a job's permute mostly does
+/// (its source just fetched or computed among many other blocks, its destination new).
+fn cold_times(ss: &Shape, ds: &Shape, perm: &[usize]) -> (f64, f64) {
+    let bytes = 8 * ss.len();
+    let n = ((64 << 20) / bytes).max(2);
+    let mut srcs: Vec<Placed> = (0..n).map(|_| Placed::new(ss.len())).collect();
+    for (k, b) in srcs.iter_mut().enumerate() {
+        for (i, x) in b.get().iter_mut().enumerate() {
+            *x = ((i + k) % 1013) as f64;
+        }
+    }
+    let mut dsts: Vec<Placed> = (0..n).map(|_| Placed::new(ds.len())).collect();
+    for b in &mut dsts {
+        b.get().fill(1.0);
+    }
+    let (mut tp, mut tc) = (Vec::new(), Vec::new());
+    for _ in 0..5 {
+        let t = Instant::now();
+        for (s, d) in srcs.iter_mut().zip(dsts.iter_mut()) {
+            permute(d.get(), ds, black_box(s.get()), ss, perm).expect("valid permutation");
+        }
+        tp.push(t.elapsed().as_secs_f64() / n as f64);
+        let t = Instant::now();
+        for (s, d) in srcs.iter_mut().zip(dsts.iter_mut()) {
+            d.get().copy_from_slice(black_box(s.get()));
+        }
+        tc.push(t.elapsed().as_secs_f64() / n as f64);
+    }
+    tp.sort_by(f64::total_cmp);
+    tc.sort_by(f64::total_cmp);
+    (tp[2], tc[2])
+}
+
 struct Case {
     ext: Vec<usize>,
     perm: Vec<usize>,
@@ -116,6 +152,7 @@ fn main() {
         .skip(1)
         .find(|a| !a.starts_with("--"))
         .unwrap_or_default();
+    let cold = std::env::args().any(|a| a == "--cold");
     let mut groups: Vec<(String, Vec<Case>)> = [16usize, 24, 31, 32, 48]
         .iter()
         .map(|&n| {
@@ -149,6 +186,25 @@ fn main() {
             .collect();
         groups.push((format!("{n}^6"), cases));
     }
+    // The costliest permutations of a real job: benzene/6-31G CCSD (`sial setup --molecule
+    // benches/molecules/benzene.xyz --basis 6-31g --method ccsd`, 2 workers + 1 server), AO
+    // segments 22-23, occupied 21, virtual 18-27: first six by total time.
+    let job: [(&[usize], &[usize]); 6] = [
+        (&[23, 21, 23, 21], &[0, 3, 2, 1]),
+        (&[23, 21, 23, 21], &[2, 3, 0, 1]),
+        (&[27, 21, 21, 21], &[2, 3, 0, 1]),
+        (&[21, 21, 21, 21], &[0, 2, 1, 3]),
+        (&[21, 27, 18, 27], &[3, 2, 1, 0]),
+        (&[21, 21, 23, 21], &[1, 0, 3, 2]),
+    ];
+    let cases = job
+        .iter()
+        .map(|(ext, perm)| Case {
+            ext: ext.to_vec(),
+            perm: perm.to_vec(),
+        })
+        .collect();
+    groups.push(("job".to_string(), cases));
     // Plain transposes: in L1 (the tile kernel alone), in L2, in L3.
     let square = [32usize, 128, 1024]
         .iter()
@@ -167,6 +223,17 @@ fn main() {
             }
             let ss = Shape::new(&case.ext).expect("benchmark shape");
             let ds = ss.permuted(&case.perm).expect("benchmark permutation");
+            if cold {
+                let (p, c) = cold_times(&ss, &ds, &case.perm);
+                ratios.push(c / p);
+                println!(
+                    "{label:<28} cold: permute {:>9.1} us   copy {:>9.1} us   ratio {:.2}",
+                    p * 1e6,
+                    c * 1e6,
+                    c / p
+                );
+                continue;
+            }
             let mut src_buf = Placed::new(ss.len());
             for (i, x) in src_buf.get().iter_mut().enumerate() {
                 *x = (i % 1013) as f64;

@@ -166,8 +166,9 @@ pub(super) fn fence() {
 mod avx {
     use super::{Loop, Tile};
     use std::arch::x86_64::{
-        __m256d, _mm256_add_pd, _mm256_loadu_pd, _mm256_mul_pd, _mm256_permute2f128_pd,
-        _mm256_set1_pd, _mm256_storeu_pd, _mm256_stream_pd, _mm256_unpackhi_pd, _mm256_unpacklo_pd,
+        __m256d, _mm256_add_pd, _mm256_blendv_pd, _mm256_loadu_pd, _mm256_mul_pd,
+        _mm256_permute2f128_pd, _mm256_set1_pd, _mm256_storeu_pd, _mm256_stream_pd,
+        _mm256_unpackhi_pd, _mm256_unpacklo_pd,
     };
 
     /// # Safety
@@ -180,28 +181,63 @@ mod avx {
         t: Tile,
         alpha: f64,
     ) {
-        let (na4, nb4) = (t.na & !3, t.nb & !3);
+        if t.na < 4 || t.nb < 4 {
+            // SAFETY: the caller's contract, passed on.
+            return unsafe { by_elements::<ADD>(dst, src, t, alpha) };
+        }
         let a = _mm256_set1_pd(alpha);
+        // Edges of fewer than four rows or columns go through one more 4×4 block that overlaps
+        // the last full one (tiles of real blocks have extents such as 21, 23 or 27, and their
+        // edges element by element cost as much as the rest of the tile): a copy writes the
+        // overlapped elements again with the same values; an accumulate leaves them as they
+        // are (`done` lanes, `skip` rows).
+        let last_i = t.na - 4;
+        let covered = t.na & !3;
         // Four destination rows at a time: they are written whole, left to right, so only
         // four of their lines are open at once whatever their stride.
-        for k in (0..nb4).step_by(4) {
-            // SAFETY (all offsets below): within the tile, which the caller checked.
+        let mut k = 0;
+        while k < t.nb {
+            let (k0, skip) = if k + 4 <= t.nb {
+                (k, 0)
+            } else {
+                (t.nb - 4, k - (t.nb - 4))
+            };
+            // SAFETY (all offsets below): within the tile, which the caller checked: rows
+            // `k0..k0 + 4 <= nb`, columns `i..i + 4 <= na`.
             unsafe {
-                let d = dst.add(t.d0 + k * t.dst_row);
-                let s = src.add(t.s0 + k);
-                for i in (0..na4).step_by(4) {
-                    block::<ADD>(d.add(i), t.dst_row, s.add(i * t.src_row), t.src_row, a);
+                let d = dst.add(t.d0 + k0 * t.dst_row);
+                let s = src.add(t.s0 + k0);
+                let mut i = 0;
+                while i + 4 <= t.na {
+                    block::<ADD>(
+                        d.add(i),
+                        t.dst_row,
+                        s.add(i * t.src_row),
+                        t.src_row,
+                        a,
+                        skip,
+                        0,
+                    );
+                    i += 4;
                 }
-                for i in na4..t.na {
-                    for c in 0..4 {
-                        put::<ADD>(d.add(c * t.dst_row + i), *s.add(i * t.src_row + c), alpha);
-                    }
+                if covered < t.na {
+                    let done = covered - last_i;
+                    let (dd, ss) = (d.add(last_i), s.add(last_i * t.src_row));
+                    block::<ADD>(dd, t.dst_row, ss, t.src_row, a, skip, done);
                 }
             }
+            k += 4;
         }
-        for k in nb4..t.nb {
+    }
+
+    /// The tile element by element, for tiles of fewer than four rows or columns.
+    ///
+    /// # Safety
+    /// As [`transpose`].
+    unsafe fn by_elements<const ADD: bool>(dst: *mut f64, src: *const f64, t: Tile, alpha: f64) {
+        for k in 0..t.nb {
             for i in 0..t.na {
-                // SAFETY: as above.
+                // SAFETY: within the tile, which the caller checked.
                 unsafe {
                     put::<ADD>(
                         dst.add(t.d0 + k * t.dst_row + i),
@@ -314,9 +350,21 @@ mod avx {
     }
 
     /// One 4×4 block: source rows `s`, `s + ss`, … become destination rows `d`, `d + ds`, ….
+    /// At an edge of the tile, where the block overlaps blocks done before, an accumulate
+    /// leaves alone the first `skip` destination rows and the first `done` elements of the
+    /// others; a copy writes them again, with the same values (a branch on them in the copy
+    /// made every block slower).
     #[target_feature(enable = "avx")]
     #[inline]
-    unsafe fn block<const ADD: bool>(d: *mut f64, ds: usize, s: *const f64, ss: usize, a: __m256d) {
+    unsafe fn block<const ADD: bool>(
+        d: *mut f64,
+        ds: usize,
+        s: *const f64,
+        ss: usize,
+        a: __m256d,
+        skip: usize,
+        done: usize,
+    ) {
         // SAFETY: the caller passes a block inside the tile.
         unsafe {
             let r0 = _mm256_loadu_pd(s);
@@ -329,16 +377,42 @@ mod avx {
             let t2 = _mm256_unpacklo_pd(r2, r3);
             let t3 = _mm256_unpackhi_pd(r2, r3);
             // Column c = [x0c x1c x2c x3c].
-            let c0 = _mm256_permute2f128_pd::<0x20>(t0, t2);
-            let c1 = _mm256_permute2f128_pd::<0x20>(t1, t3);
-            let c2 = _mm256_permute2f128_pd::<0x31>(t0, t2);
-            let c3 = _mm256_permute2f128_pd::<0x31>(t1, t3);
-            put4::<ADD>(d, c0, a);
-            put4::<ADD>(d.add(ds), c1, a);
-            put4::<ADD>(d.add(2 * ds), c2, a);
-            put4::<ADD>(d.add(3 * ds), c3, a);
+            let c = [
+                _mm256_permute2f128_pd::<0x20>(t0, t2),
+                _mm256_permute2f128_pd::<0x20>(t1, t3),
+                _mm256_permute2f128_pd::<0x31>(t0, t2),
+                _mm256_permute2f128_pd::<0x31>(t1, t3),
+            ];
+            if ADD && (skip > 0 || done > 0) {
+                let keep = FRESH_LANES[done.min(3)];
+                for (row, &v) in c.iter().enumerate().skip(skip) {
+                    let p = d.add(row * ds);
+                    let old = _mm256_loadu_pd(p);
+                    let new = _mm256_add_pd(old, _mm256_mul_pd(a, v));
+                    _mm256_storeu_pd(p, _mm256_blendv_pd(old, new, keep));
+                }
+                return;
+            }
+            put4::<ADD>(d, c[0], a);
+            put4::<ADD>(d.add(ds), c[1], a);
+            put4::<ADD>(d.add(2 * ds), c[2], a);
+            put4::<ADD>(d.add(3 * ds), c[3], a);
         }
     }
+
+    /// Lanes from `done` on set (sign bit), for [`block`]'s blend.
+    const FRESH_LANES: [__m256d; 4] = {
+        const ON: f64 = f64::from_bits(u64::MAX);
+        // SAFETY: `__m256d` is four `f64`s.
+        unsafe {
+            std::mem::transmute::<[[f64; 4]; 4], [__m256d; 4]>([
+                [ON, ON, ON, ON],
+                [0.0, ON, ON, ON],
+                [0.0, 0.0, ON, ON],
+                [0.0, 0.0, 0.0, ON],
+            ])
+        }
+    };
 
     #[target_feature(enable = "avx")]
     #[inline]
@@ -376,7 +450,20 @@ mod tests {
     /// tiles with and without remainders, copy and accumulate.
     #[test]
     fn vector_and_scalar_paths_agree() {
-        for (na, nb) in [(1, 1), (4, 4), (3, 9), (8, 5), (13, 17), (32, 32), (8, 250)] {
+        let edges = [
+            (5, 7),
+            (7, 5),
+            (4, 6),
+            (6, 4),
+            (9, 4),
+            (21, 23),
+            (27, 18),
+            (31, 31),
+        ];
+        for (na, nb) in [(1, 1), (4, 4), (3, 9), (8, 5), (13, 17), (32, 32), (8, 250)]
+            .into_iter()
+            .chain(edges)
+        {
             let tile = Tile {
                 d0: 3,
                 s0: 5,

@@ -186,7 +186,13 @@ fn run_case(lines: &str, pattern: &str, scale: Scale) {
         .iter()
         .map(|&(on, c)| if on { c } else { '-' })
         .collect();
-    let form = if plan.cpu_packed() { "P" } else { "" };
+    let form = if plan.cpu_packed() {
+        "P"
+    } else if plan.cpu_inner_products() {
+        "D"
+    } else {
+        ""
+    };
     let moved = format!("{moved} {}{form}", plan.cpu_gemm_calls());
     println!(
         "{:<12} {:<22} {:<16} {:>5} {:>4} {:>5} {:>6} {:>10.2} {:>10.2} {:>7.1} {:>7.1} {:>6.0}%",

@@ -19,9 +19,11 @@
 //! on strided views of the blocks as stored (`crate::batched`), when its cost model says the
 //! copies saved outweigh the smaller GEMMs, or run a GEMM of its own that packs its panels
 //! straight from the blocks as stored (`crate::packed`), where that was measured to win
-//! (`packed::worth_it`, `Packed::streams`).
+//! (`packed::worth_it`, `Packed::streams`), or, for long sums into small results, compute
+//! each element as inner products along a summed label of unit stride (`crate::dot`).
 
 use crate::batched::{self, Batched, Blocks, Dim, copy_cost, gemm_cost, sized};
+use crate::dot::Dot;
 use crate::elementwise::{fill, scale};
 use crate::error::{KernelError, Role};
 use crate::gemm::{Dims, Parallelism, Stored, gemm};
@@ -160,6 +162,8 @@ enum CpuForm {
     Batched(Box<Batched>),
     /// One GEMM that packs from and writes to the blocks as stored.
     Packed(Packed),
+    /// Inner products along a summed label of unit stride, one block read in place.
+    Dot(Box<Dot>),
 }
 
 /// One choice of group orders: contracted labels `c`, free-left `fl`, free-right `fr`, and
@@ -354,10 +358,16 @@ impl ContractionPlan {
                 && batched_copies.is_none_or(|c| c[1] || c[2]))
             .then(|| Packed::new(&blocks, fl, fr, c))
             .filter(Packed::streams);
+            // A small result summed over a long unit-stride label: neither a GEMM on copies
+            // nor batched GEMMs come close (docs/benchmarks.md, "Contractions as inner
+            // products").
+            let dot = || Dot::new(&blocks, fl, fr, c).map(|d| CpuForm::Dot(Box::new(d)));
             match (packed, batched) {
                 (Some(p), _) => CpuForm::Packed(p),
-                (None, Some(b)) => CpuForm::Batched(Box::new(b.1)),
-                (None, None) => CpuForm::Single,
+                (None, b) => dot().unwrap_or_else(|| match b {
+                    Some(b) => CpuForm::Batched(Box::new(b.1)),
+                    None => CpuForm::Single,
+                }),
             }
         } else {
             CpuForm::Single
@@ -388,6 +398,11 @@ impl ContractionPlan {
                 Permutes { left, right, dst }
             }
             (CpuForm::Packed(_), Parallelism::Sequential) => Permutes::default(),
+            (CpuForm::Dot(d), Parallelism::Sequential) => Permutes {
+                left: d.copies_far() && d.far_is_left(),
+                right: d.copies_far() && !d.far_is_left(),
+                dst: false,
+            },
             _ => self.permutes(),
         }
     }
@@ -451,11 +466,22 @@ impl ContractionPlan {
         )
     }
 
+    /// Whether [`Self::execute`] runs the contraction as inner products along a summed label
+    /// ([`crate::dot`]): sequential plans of small results on CPUs with AVX-512.
+    pub fn cpu_inner_products(&self) -> bool {
+        matches!(
+            (&self.cpu, self.par),
+            (CpuForm::Dot(_), Parallelism::Sequential)
+        )
+    }
+
     /// How many GEMMs [`Self::execute`] runs on the CPU: 1, or more where looping over some
-    /// free labels (batching) avoids copying blocks; the steps above stay the single GEMM.
+    /// free labels (batching) avoids copying blocks, or none for inner products; the steps
+    /// above stay the single GEMM.
     pub fn cpu_gemm_calls(&self) -> usize {
         match (&self.cpu, self.par) {
             (CpuForm::Batched(b), Parallelism::Sequential) => b.calls(),
+            (CpuForm::Dot(_), Parallelism::Sequential) => 0,
             _ => 1,
         }
     }
@@ -491,6 +517,9 @@ impl ContractionPlan {
             (CpuForm::Packed(p), Parallelism::Sequential) => {
                 p.execute(dst, (left, right), beta, scratch, true);
                 Ok(())
+            }
+            (CpuForm::Dot(d), Parallelism::Sequential) => {
+                d.execute(dst, (left, right), beta, scratch)
             }
             _ => self.execute_single(dst, (left, right), beta, scratch),
         })

@@ -105,4 +105,9 @@ pub enum KernelError {
     /// A full contraction (`dot`) whose operands do not have the same label set.
     #[error("full contraction needs both operands to carry the same labels")]
     NotAFullContraction,
+
+    /// A contraction plan's offsets reach past a block it is executed on (a bug in the plan,
+    /// caught before any unchecked access).
+    #[error("internal: the {form} plan of a contraction does not fit its blocks")]
+    PlanMismatch { form: &'static str },
 }

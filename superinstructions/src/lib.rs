@@ -24,6 +24,7 @@
 
 mod batched;
 mod contract;
+mod dot;
 mod elementwise;
 mod error;
 mod gemm;

@@ -98,7 +98,7 @@ struct Matrix<'a> {
 }
 
 /// The offset in `block` (column-major) of every index of `group` (first label fastest).
-fn group_offsets(block: &[Dim], group: &[Dim]) -> Vec<usize> {
+pub(crate) fn group_offsets(block: &[Dim], group: &[Dim]) -> Vec<usize> {
     let strides: Vec<usize> = group
         .iter()
         .map(|d| {

@@ -1,0 +1,488 @@
+//! The CPU's fourth way to run a contraction: inner products along a summed label that runs
+//! with unit stride, for results of a few hundred elements summed over thousands.
+//!
+//! `ai = cadm * dicm` (`rccsd_rhf:787`) sums 1805 products into each of 95 elements (water,
+//! cc-pVDZ). As one GEMM both blocks must first be permuted into matrices, which costs more
+//! than the GEMM itself (27–41% of the GEMM rate at every scale, docs/benchmarks.md). Here the
+//! block in which a summed label (the *lane*) has unit stride is read in place: every element
+//! of dst is a sum of inner products of lane runs, `dst[f, g] = Σ_κ Σ_c near[c, f, κ] ·
+//! far[c, g, κ]`, with the other block copied so that the lane comes first in it too (a copy of
+//! the smaller block, or none where the lane has unit stride in both). The AVX-512 kernel keeps
+//! 4 × 5 elements of dst as 20 vector sums along the lane, for all of `κ`, and adds up each
+//! vector's lanes at the end. Sums run in another order than a GEMM's: results agree with it
+//! to rounding (tested against a naive loop to 1e-12 relative).
+
+use crate::batched::{Blocks, Dim, sized};
+use crate::error::KernelError;
+use crate::labels::{Perm, permutation_from_labels};
+use crate::packed::group_offsets;
+use crate::permute::permute_operand;
+use crate::shape::Shape;
+use std::sync::OnceLock;
+
+/// Rows of dst (free labels of the in-place block) per kernel call.
+const ROWS: usize = 4;
+/// Most columns of dst (free labels of the other block) per kernel call.
+const COLS: usize = 5;
+/// Elements per vector.
+const LANES: usize = 8;
+
+/// Whether plans may choose this form: the AVX-512 kernel can run here, and the environment
+/// variable `SIAL_NO_DOT_KERNEL` is unset (for side-by-side measurements).
+pub(crate) fn available() -> bool {
+    static AVAILABLE: OnceLock<bool> = OnceLock::new();
+    *AVAILABLE.get_or_init(|| vector_kernel() && std::env::var_os("SIAL_NO_DOT_KERNEL").is_none())
+}
+
+fn vector_kernel() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("avx512f")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// A permute of the far block into an order that starts with the lane.
+#[derive(Clone, Debug)]
+struct Copy {
+    from: Shape,
+    to: Shape,
+    perm: Perm,
+}
+
+/// A contraction as inner products along the lane (see the module documentation).
+#[derive(Clone, Debug)]
+pub(crate) struct Dot {
+    /// Whether the in-place ("near") block is the left operand.
+    near_is_left: bool,
+    /// Extent of the lane.
+    lane: usize,
+    /// Offsets in the near block of each index of its free labels, and of the summed labels
+    /// but the lane.
+    near_free: Vec<usize>,
+    near_rest: Vec<usize>,
+    /// The far block's copy, if its lane is not first already.
+    far_copy: Option<Copy>,
+    far_free: Vec<usize>,
+    far_rest: Vec<usize>,
+    /// Offsets in dst of the near and of the far free labels.
+    dst_near: Vec<usize>,
+    dst_far: Vec<usize>,
+}
+
+impl Dot {
+    /// The plan for blocks `b` (unit extents removed) with free groups `fl` (in left), `fr`
+    /// (in right) and summed group `c`, where it was measured to win (docs/benchmarks.md,
+    /// "Contractions as inner products"): AVX-512 present; long sums for the size of the
+    /// result (`k ≥ 64` and `32 k ≥ m n`, for `m n ≤ 16384`), where a GEMM's copies of the
+    /// blocks cost more than its arithmetic; at least [`ROWS`] rows; and a summed label of
+    /// unit stride, at least one vector long, in one block.
+    pub(crate) fn new(b: &Blocks<'_>, fl: &[Dim], fr: &[Dim], c: &[Dim]) -> Option<Dot> {
+        const MAX_DST: usize = 1 << 14;
+        const MIN_SUM: usize = 64;
+        const SUM_PER_DST: usize = 32;
+        const MIN_LANE: usize = LANES;
+        let prod = |v: &[Dim]| v.iter().map(|d| d.1).product::<usize>();
+        let (dst, k) = (prod(fl) * prod(fr), prod(c));
+        if !available() || dst > MAX_DST || k < MIN_SUM || SUM_PER_DST * k < dst {
+            return None;
+        }
+        let lane_of = |block: &[Dim]| {
+            block
+                .first()
+                .copied()
+                .filter(|d| c.iter().any(|x| x.0 == d.0) && d.1 >= MIN_LANE)
+        };
+        // The larger block stays in place where both could.
+        let mut choices = [
+            (true, b.left, b.right, fl, fr),
+            (false, b.right, b.left, fr, fl),
+        ];
+        if b.right.iter().map(|d| d.1).product::<usize>()
+            > b.left.iter().map(|d| d.1).product::<usize>()
+        {
+            choices.swap(0, 1);
+        }
+        let (near_is_left, near, far, f_near, f_far, lane) =
+            choices
+                .into_iter()
+                .find_map(|(is_left, near, far, f_near, f_far)| {
+                    let lane = lane_of(near)?;
+                    (prod(f_near) >= ROWS).then_some((is_left, near, far, f_near, f_far, lane))
+                })?;
+        let rest: Vec<Dim> = near
+            .iter()
+            .copied()
+            .filter(|d| d.0 != lane.0 && c.iter().any(|x| x.0 == d.0))
+            .collect();
+        let far_layout: Vec<Dim> = std::iter::once(lane)
+            .chain(far.iter().copied().filter(|d| d.0 != lane.0))
+            .collect();
+        let far_copy = if far_layout == far {
+            None
+        } else {
+            let shape = |v: &[Dim]| Shape::new(&v.iter().map(|d| d.1).collect::<Vec<_>>()).ok();
+            let labels = |v: &[Dim]| v.iter().map(|d| d.0).collect::<Vec<_>>();
+            Some(Copy {
+                from: shape(far)?,
+                to: shape(&far_layout)?,
+                perm: permutation_from_labels(&labels(&far_layout), &labels(far)).ok()?,
+            })
+        };
+        Some(Dot {
+            near_is_left,
+            lane: lane.1,
+            near_free: group_offsets(near, f_near),
+            near_rest: group_offsets(near, &rest),
+            far_copy,
+            far_free: group_offsets(&far_layout, f_far),
+            far_rest: group_offsets(&far_layout, &rest),
+            dst_near: group_offsets(b.dst, f_near),
+            dst_far: group_offsets(b.dst, f_far),
+        })
+    }
+
+    /// Whether the far block is copied first.
+    pub(crate) fn copies_far(&self) -> bool {
+        self.far_copy.is_some()
+    }
+
+    /// Whether the copied block is the left one (meaningful where [`Self::copies_far`]).
+    pub(crate) fn far_is_left(&self) -> bool {
+        !self.near_is_left
+    }
+
+    /// `dst = beta * dst + Σ left * right`. Lengths were checked by the caller; `k > 0`.
+    pub(crate) fn execute(
+        &self,
+        dst: &mut [f64],
+        (left, right): (&[f64], &[f64]),
+        beta: f64,
+        scratch: &mut [Vec<f64>; 3],
+    ) -> Result<(), KernelError> {
+        let (near, far) = if self.near_is_left {
+            (left, right)
+        } else {
+            (right, left)
+        };
+        let far = match &self.far_copy {
+            Some(c) => {
+                let buf = sized(&mut scratch[2], c.to.len());
+                permute_operand(buf, &c.to, far, &c.from, &c.perm)?;
+                &*buf
+            }
+            None => far,
+        };
+        self.check(near, far, dst)?;
+        #[cfg(target_arch = "x86_64")]
+        if vector_kernel() {
+            // SAFETY: AVX-512 is present; `check` verified every offset the kernel reads and
+            // writes.
+            unsafe { avx512::run(self, (near, far), dst, beta) };
+            return Ok(());
+        }
+        self.scalar(near, far, dst, beta);
+        Ok(())
+    }
+
+    /// That every lane run and every dst element the offsets name lies inside its buffer.
+    fn check(&self, near: &[f64], far: &[f64], dst: &[f64]) -> Result<(), KernelError> {
+        let last = |a: &[usize], b: &[usize]| {
+            a.iter().max().copied().unwrap_or(0) + b.iter().max().copied().unwrap_or(0)
+        };
+        let inside = last(&self.near_free, &self.near_rest) + self.lane <= near.len()
+            && last(&self.far_free, &self.far_rest) + self.lane <= far.len()
+            && last(&self.dst_near, &self.dst_far) < dst.len();
+        if inside {
+            Ok(())
+        } else {
+            Err(KernelError::PlanMismatch {
+                form: "inner-product",
+            })
+        }
+    }
+
+    /// The same sums without vectors (CPUs the plan is not chosen on, and tests).
+    fn scalar(&self, near: &[f64], far: &[f64], dst: &mut [f64], beta: f64) {
+        for (&nf, &dn) in self.near_free.iter().zip(&self.dst_near) {
+            for (&ff, &df) in self.far_free.iter().zip(&self.dst_far) {
+                let mut s = 0.0;
+                for (&nr, &fr) in self.near_rest.iter().zip(&self.far_rest) {
+                    let (a, b) = (&near[nf + nr..][..self.lane], &far[ff + fr..][..self.lane]);
+                    s += a.iter().zip(b).map(|(x, y)| x * y).sum::<f64>();
+                }
+                let d = &mut dst[dn + df];
+                *d = if beta == 0.0 { s } else { beta * *d + s };
+            }
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use super::{COLS, Dot, LANES, ROWS};
+    use std::arch::x86_64::{
+        __m512d, _mm512_fmadd_pd, _mm512_loadu_pd, _mm512_maskz_loadu_pd, _mm512_reduce_add_pd,
+        _mm512_setzero_pd,
+    };
+
+    /// Every element of dst, [`ROWS`] × up to [`COLS`] per call of [`tile`]; the last rows
+    /// overlap the ones before where the rows are not a multiple of [`ROWS`] (the overlapped
+    /// elements are computed again and not written twice).
+    ///
+    /// # Safety
+    /// AVX-512F must be available and `plan.check` must have passed for the buffers.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn run(plan: &Dot, blocks: (&[f64], &[f64]), dst: &mut [f64], beta: f64) {
+        let (m, n) = (plan.near_free.len(), plan.far_free.len());
+        let mut i0 = 0;
+        while i0 < m {
+            let start = i0.min(m - ROWS);
+            let mut j0 = 0;
+            while j0 < n {
+                let cols = COLS.min(n - j0);
+                let at = Tile {
+                    rows: start,
+                    fresh: i0 - start,
+                    cols: j0,
+                };
+                // SAFETY: the caller's contract, passed on.
+                unsafe {
+                    match cols {
+                        1 => tile::<1>(plan, blocks, dst, beta, at),
+                        2 => tile::<2>(plan, blocks, dst, beta, at),
+                        3 => tile::<3>(plan, blocks, dst, beta, at),
+                        4 => tile::<4>(plan, blocks, dst, beta, at),
+                        _ => tile::<COLS>(plan, blocks, dst, beta, at),
+                    }
+                }
+                j0 += cols;
+            }
+            i0 += ROWS;
+        }
+    }
+
+    /// Where a tile starts: its first row and column; the rows before `fresh` belong to an
+    /// earlier tile.
+    #[derive(Clone, Copy)]
+    struct Tile {
+        rows: usize,
+        fresh: usize,
+        cols: usize,
+    }
+
+    /// `acc[r][c]` plus the products of the lane runs at `a[r] + near` and `b[c] + far` for every
+    /// pair `(near, far)` of `runs`, as vectors along the lane. A function of its own, taking
+    /// and returning the sums by value: inlined into [`tile`], whose other uses of them kept
+    /// them in memory, it stored every sum after every FMA (2× slower).
+    ///
+    /// # Safety
+    /// AVX-512F must be available and every run inside its block.
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    unsafe fn sweep<const C: usize>(
+        acc: [[__m512d; C]; ROWS],
+        (near, far): (&[f64], &[f64]),
+        (a, b): ([usize; ROWS], [usize; C]),
+        runs: (&[usize], &[usize]),
+        lane: usize,
+    ) -> [[__m512d; C]; ROWS] {
+        let full = lane / LANES * LANES;
+        let tail = (1u8 << (lane - full)).wrapping_sub(1);
+        // Reads through the blocks' own (shared, so not aliasing) references, and sums in a
+        // local: with raw pointers from elsewhere the sums might have aliased them, and were
+        // stored after every FMA.
+        let mut sums = acc;
+        let (np, fp) = (near.as_ptr(), far.as_ptr());
+        for (&nr, &fr) in runs.0.iter().zip(runs.1) {
+            // SAFETY: the caller's contract: `x + LANES <= full <= lane` and the masked tail
+            // reads only the run's last `lane - full` elements.
+            unsafe {
+                let mut x = 0;
+                while x < full {
+                    let mut av = [_mm512_setzero_pd(); ROWS];
+                    for r in 0..ROWS {
+                        av[r] = _mm512_loadu_pd(np.add(a[r] + nr + x));
+                    }
+                    for c in 0..C {
+                        let bv = _mm512_loadu_pd(fp.add(b[c] + fr + x));
+                        for r in 0..ROWS {
+                            sums[r][c] = _mm512_fmadd_pd(av[r], bv, sums[r][c]);
+                        }
+                    }
+                    x += LANES;
+                }
+                if tail != 0 {
+                    let mut av = [_mm512_setzero_pd(); ROWS];
+                    for r in 0..ROWS {
+                        av[r] = _mm512_maskz_loadu_pd(tail, np.add(a[r] + nr + full));
+                    }
+                    for c in 0..C {
+                        let bv = _mm512_maskz_loadu_pd(tail, fp.add(b[c] + fr + full));
+                        for r in 0..ROWS {
+                            sums[r][c] = _mm512_fmadd_pd(av[r], bv, sums[r][c]);
+                        }
+                    }
+                }
+            }
+        }
+        sums
+    }
+
+    /// Rows `rows..rows + ROWS` by columns `cols..cols + C` of dst.
+    ///
+    /// # Safety
+    /// As [`run`].
+    #[target_feature(enable = "avx512f")]
+    unsafe fn tile<const C: usize>(
+        plan: &Dot,
+        blocks: (&[f64], &[f64]),
+        dst: &mut [f64],
+        beta: f64,
+        at: Tile,
+    ) {
+        let a: [usize; ROWS] = std::array::from_fn(|r| plan.near_free[at.rows + r]);
+        let b: [usize; C] = std::array::from_fn(|c| plan.far_free[at.cols + c]);
+        let runs = (&plan.near_rest[..], &plan.far_rest[..]);
+        let zero = [[_mm512_setzero_pd(); C]; ROWS];
+        // SAFETY: `check` bounds every run `offset..offset + lane` of the plan's offsets.
+        let acc = unsafe { sweep(zero, blocks, (a, b), runs, plan.lane) };
+        for (r, row) in acc.iter().enumerate().skip(at.fresh) {
+            for (c, v) in row.iter().enumerate() {
+                let s = _mm512_reduce_add_pd(*v);
+                let d = &mut dst[plan.dst_near[at.rows + r] + plan.dst_far[at.cols + c]];
+                *d = if beta == 0.0 { s } else { beta * *d + s };
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::labels::Label;
+    use crate::testutil::{naive_contract, random_vec};
+
+    fn dims(labels: &str, ext: &dyn Fn(char) -> usize) -> Vec<Dim> {
+        labels.chars().map(|c| (c as Label, ext(c))).collect()
+    }
+
+    /// `dst = l * r` by the inner-product form, vector and scalar, against a naive loop, for
+    /// beta 0 and 0.5.
+    fn check(pattern: &str, ext: &dyn Fn(char) -> usize) {
+        let (d, lr) = pattern.split_once('=').unwrap_or_default();
+        let (l, r) = lr.split_once('*').unwrap_or_default();
+        let (dd, ld, rd) = (dims(d, ext), dims(l, ext), dims(r, ext));
+        let only = |v: &[Dim], other: &[Dim]| -> Vec<Dim> {
+            v.iter()
+                .copied()
+                .filter(|x| other.iter().any(|y| y.0 == x.0))
+                .collect()
+        };
+        let (fl, fr, c) = (only(&ld, &dd), only(&rd, &dd), only(&ld, &rd));
+        let blocks = Blocks {
+            dst: &dd,
+            left: &ld,
+            right: &rd,
+        };
+        let Some(plan) = Dot::new(&blocks, &fl, &fr, &c) else {
+            assert!(!available(), "{pattern}: no inner-product plan");
+            return;
+        };
+        let len = |v: &[Dim]| v.iter().map(|x| x.1).product::<usize>();
+        let shape = |v: &[Dim]| Shape::new(&v.iter().map(|x| x.1).collect::<Vec<_>>()).unwrap();
+        let labels = |v: &[Dim]| v.iter().map(|x| x.0).collect::<Vec<_>>();
+        let (lv, rv) = (random_vec(len(&ld), 1), random_vec(len(&rd), 2));
+        for beta in [0.0, 0.5] {
+            let start = random_vec(len(&dd), 3);
+            let sum = naive_contract(
+                (&labels(&dd), &shape(&dd)),
+                (&lv, &labels(&ld), &shape(&ld)),
+                (&rv, &labels(&rd), &shape(&rd)),
+            );
+            let expect: Vec<f64> = sum.iter().zip(&start).map(|(s, d)| beta * d + s).collect();
+            let mut got = start.clone();
+            let mut scratch = [Vec::new(), Vec::new(), Vec::new()];
+            plan.execute(&mut got, (&lv, &rv), beta, &mut scratch)
+                .unwrap();
+            let far = plan.far_copy.as_ref().map_or(
+                if plan.near_is_left { &rv } else { &lv }.clone(),
+                |c| {
+                    let mut buf = vec![0.0; c.to.len()];
+                    let from = if plan.near_is_left { &rv } else { &lv };
+                    crate::permute::permute(&mut buf, &c.to, from, &c.from, &c.perm).unwrap();
+                    buf
+                },
+            );
+            let near = if plan.near_is_left { &lv } else { &rv };
+            let mut slow = start.clone();
+            plan.scalar(near, &far, &mut slow, beta);
+            for (i, ((g, s), e)) in got.iter().zip(&slow).zip(&expect).enumerate() {
+                let tol = 1e-12 * e.abs().max(1.0);
+                assert!(
+                    (g - e).abs() <= tol,
+                    "{pattern} beta {beta} [{i}]: {g} vs {e}"
+                );
+                assert!(
+                    (s - e).abs() <= tol,
+                    "{pattern} scalar beta {beta} [{i}]: {s} vs {e}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn inner_products_match_naive() {
+        let water = |c: char| if "ijklmn".contains(c) { 5 } else { 19 };
+        check("ai=cadm*dicm", &water);
+        let large = |c: char| if "ijklmn".contains(c) { 10 } else { 40 };
+        check("ai=cadm*dicm", &large);
+        // The lane first in both blocks: nothing copied.
+        check("ai=cadm*cidm", &water);
+        // More rows than a multiple of four, columns past one tile, the right block in place.
+        let odd = |c: char| match c {
+            'a' => 7,
+            'i' => 11,
+            'c' => 23,
+            _ => 3,
+        };
+        check("ia=cidm*cadm", &odd);
+        check("ai=cadm*dicm", &odd);
+    }
+
+    #[test]
+    fn short_lanes_and_large_results_take_other_forms() {
+        let blocks = |d: &[Dim], l: &[Dim], r: &[Dim]| -> Option<Dot> {
+            let b = Blocks {
+                dst: d,
+                left: l,
+                right: r,
+            };
+            let only = |v: &[Dim], other: &[Dim]| -> Vec<Dim> {
+                v.iter()
+                    .copied()
+                    .filter(|x| other.iter().any(|y| y.0 == x.0))
+                    .collect()
+            };
+            Dot::new(&b, &only(l, d), &only(r, d), &only(l, r))
+        };
+        let e = |s: &str, n: usize| dims(s, &|_| n);
+        if available() {
+            assert!(blocks(&e("ai", 9), &e("cadm", 9), &e("dicm", 9)).is_some());
+        }
+        // Lanes shorter than a vector.
+        assert!(blocks(&e("ai", 7), &e("cadm", 7), &e("dicm", 7)).is_none());
+        // Short sums: 45 × 45 results of sums over 45 (`rccsd_rhf:1894` at the test job's
+        // extents) run faster as a GEMM.
+        let (v, o) = (|s: &str| dims(s, &|_| 9), |s: &str| dims(s, &|_| 5));
+        let d: Vec<Dim> = [o("mi"), v("bc")].concat();
+        let l: Vec<Dim> = [v("a"), o("i"), v("b"), o("n")].concat();
+        let r: Vec<Dim> = [v("a"), o("m"), v("c"), o("n")].concat();
+        assert!(blocks(&d, &l, &r).is_none());
+        // Results past 16384 elements.
+        assert!(blocks(&e("ab", 200), &e("cadm", 200), &e("dbcm", 200)).is_none());
+    }
+}

@@ -190,6 +190,8 @@ fn run_case(lines: &str, pattern: &str, scale: Scale) {
         "P"
     } else if plan.cpu_inner_products() {
         "D"
+    } else if plan.cpu_broadcast() {
+        "B"
     } else {
         ""
     };

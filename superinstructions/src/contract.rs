@@ -20,9 +20,12 @@
 //! copies saved outweigh the smaller GEMMs, or run a GEMM of its own that packs its panels
 //! straight from the blocks as stored (`crate::packed`), where that was measured to win
 //! (`packed::worth_it`, `Packed::streams`), or, for long sums into small results, compute
-//! each element as inner products along a summed label of unit stride (`crate::dot`).
+//! each element as inner products along a summed label of unit stride (`crate::dot`), or,
+//! for short sums along dst's first label, as vectors of it times broadcast elements
+//! (`crate::broadcast`).
 
 use crate::batched::{self, Batched, Blocks, Dim, copy_cost, gemm_cost, sized};
+use crate::broadcast::Broadcast;
 use crate::dot::Dot;
 use crate::elementwise::{fill, scale};
 use crate::error::{KernelError, Role};
@@ -130,6 +133,10 @@ enum Prep {
     Permute { from: Shape, to: Shape, perm: Perm },
 }
 
+/// Batched GEMMs from this many calls are replaced by broadcast products where those apply
+/// (docs/benchmarks.md, "Contractions as broadcast products").
+const MANY_CALLS: usize = 20;
+
 /// How the GEMM result reaches dst.
 #[derive(Clone, Debug)]
 enum DstPrep {
@@ -164,6 +171,8 @@ enum CpuForm {
     Packed(Packed),
     /// Inner products along a summed label of unit stride, one block read in place.
     Dot(Box<Dot>),
+    /// Vectors along dst's first label times broadcast elements, every block in place.
+    Broadcast(Box<Broadcast>),
 }
 
 /// One choice of group orders: contracted labels `c`, free-left `fl`, free-right `fr`, and
@@ -361,10 +370,23 @@ impl ContractionPlan {
             // A small result summed over a long unit-stride label: neither a GEMM on copies
             // nor batched GEMMs come close (docs/benchmarks.md, "Contractions as inner
             // products").
+            // Short sums along dst's first label: vectors times broadcast elements, with no
+            // copy and no GEMM call ("Contractions as broadcast products").
             let dot = || Dot::new(&blocks, fl, fr, c).map(|d| CpuForm::Dot(Box::new(d)));
+            // It replaces only the plans it was measured to beat: many small batched GEMMs,
+            // or a single GEMM whose result must be permuted into dst.
+            let replaces = match &batched {
+                Some((_, b)) => b.calls() >= MANY_CALLS,
+                None => matches!(dst, DstPrep::Permute { .. }),
+            };
+            let broadcast = || {
+                Broadcast::new(&blocks, fl, fr, c)
+                    .filter(|_| replaces)
+                    .map(|b| CpuForm::Broadcast(Box::new(b)))
+            };
             match (packed, batched) {
                 (Some(p), _) => CpuForm::Packed(p),
-                (None, b) => dot().unwrap_or_else(|| match b {
+                (None, b) => dot().or_else(broadcast).unwrap_or_else(|| match b {
                     Some(b) => CpuForm::Batched(Box::new(b.1)),
                     None => CpuForm::Single,
                 }),
@@ -397,7 +419,9 @@ impl ContractionPlan {
                 let [dst, left, right] = b.copies();
                 Permutes { left, right, dst }
             }
-            (CpuForm::Packed(_), Parallelism::Sequential) => Permutes::default(),
+            (CpuForm::Packed(_) | CpuForm::Broadcast(_), Parallelism::Sequential) => {
+                Permutes::default()
+            }
             (CpuForm::Dot(d), Parallelism::Sequential) => Permutes {
                 left: d.copies_far() && d.far_is_left(),
                 right: d.copies_far() && !d.far_is_left(),
@@ -466,6 +490,15 @@ impl ContractionPlan {
         )
     }
 
+    /// Whether [`Self::execute`] runs the contraction as vectors along dst's first label
+    /// times broadcast elements ([`crate::broadcast`]): sequential plans on CPUs with AVX-512.
+    pub fn cpu_broadcast(&self) -> bool {
+        matches!(
+            (&self.cpu, self.par),
+            (CpuForm::Broadcast(_), Parallelism::Sequential)
+        )
+    }
+
     /// Whether [`Self::execute`] runs the contraction as inner products along a summed label
     /// ([`crate::dot`]): sequential plans of small results on CPUs with AVX-512.
     pub fn cpu_inner_products(&self) -> bool {
@@ -481,7 +514,7 @@ impl ContractionPlan {
     pub fn cpu_gemm_calls(&self) -> usize {
         match (&self.cpu, self.par) {
             (CpuForm::Batched(b), Parallelism::Sequential) => b.calls(),
-            (CpuForm::Dot(_), Parallelism::Sequential) => 0,
+            (CpuForm::Dot(_) | CpuForm::Broadcast(_), Parallelism::Sequential) => 0,
             _ => 1,
         }
     }
@@ -521,6 +554,7 @@ impl ContractionPlan {
             (CpuForm::Dot(d), Parallelism::Sequential) => {
                 d.execute(dst, (left, right), beta, scratch)
             }
+            (CpuForm::Broadcast(b), Parallelism::Sequential) => b.execute(dst, (left, right), beta),
             _ => self.execute_single(dst, (left, right), beta, scratch),
         })
     }

@@ -23,6 +23,7 @@
 //! Every kernel validates its arguments and returns a [`KernelError`] instead of panicking.
 
 mod batched;
+mod broadcast;
 mod contract;
 mod dot;
 mod elementwise;

@@ -1,0 +1,438 @@
+//! The CPU's fifth way to run a contraction: vectors along dst's first label times single
+//! elements of the other block, for the short sums and narrow results of CCSD(T)'s terms.
+//!
+//! `abck = amc * mbk` (`rccsdpt_aaa:1418`) sums 5 products into each of 34,295 elements. As a
+//! GEMM it needs copies, and as GEMMs batched over free labels it is 95 calls of 19 × 95 × 5,
+//! each as long as faer's fixed cost (45–48% of the GEMM rate at water's extents,
+//! docs/benchmarks.md). Here dst's first label `a`, which also leads one block (the *row
+//! block*, `amc`), is the vector: for every index of the row block's other free labels (the
+//! *batch*, `c`) and every 5 columns of dst from the other block (`b, k`), the kernel keeps up
+//! to 4 × 5 vectors of dst in registers and adds, for every summed index, a vector of the row
+//! block times 5 broadcast elements of the other. Nothing is copied; every block is read and
+//! written where it lies, through offset tables. Sums run in the summed labels' order, one
+//! FMA per product: results agree with a GEMM's to rounding (tested to 1e-12 relative).
+
+use crate::batched::{Blocks, Dim};
+use crate::error::KernelError;
+use crate::packed::group_offsets;
+use std::sync::OnceLock;
+
+/// Vectors of a label's elements per kernel call, at most.
+const VECTORS: usize = 4;
+/// Columns of dst per kernel call, at most.
+const COLS: usize = 5;
+/// Elements per vector.
+const LANES: usize = 8;
+
+/// Whether plans may choose this form: the AVX-512 kernel can run here, and the environment
+/// variable `SIAL_NO_BROADCAST_KERNEL` is unset (for side-by-side measurements).
+pub(crate) fn available() -> bool {
+    static AVAILABLE: OnceLock<bool> = OnceLock::new();
+    *AVAILABLE
+        .get_or_init(|| vector_kernel() && std::env::var_os("SIAL_NO_BROADCAST_KERNEL").is_none())
+}
+
+fn vector_kernel() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("avx512f")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// A contraction as broadcast products along dst's first label (see the module
+/// documentation).
+#[derive(Clone, Debug)]
+pub(crate) struct Broadcast {
+    /// Whether the row block is the left operand.
+    rows_are_left: bool,
+    /// Extent of dst's first label.
+    rows: usize,
+    /// Offsets of the summed indices in the row block and in the other block.
+    row_sum: Vec<usize>,
+    other_sum: Vec<usize>,
+    /// Offsets of the batch indices in the row block and in dst.
+    row_batch: Vec<usize>,
+    dst_batch: Vec<usize>,
+    /// Offsets of the columns in the other block and in dst.
+    other_cols: Vec<usize>,
+    dst_cols: Vec<usize>,
+}
+
+impl Broadcast {
+    /// The plan for blocks `b` (unit extents removed) with free groups `fl` (in left), `fr`
+    /// (in right) and summed group `c`, where it was measured to win (docs/benchmarks.md,
+    /// "Contractions as broadcast products"): AVX-512 present; dst's first label leads one
+    /// block and is at least one vector long; and the other block is small enough to stay in
+    /// L2 while every batch index reads it again.
+    pub(crate) fn new(b: &Blocks<'_>, fl: &[Dim], fr: &[Dim], c: &[Dim]) -> Option<Broadcast> {
+        const MAX_OTHER: usize = 1 << 14;
+        let first = *b.dst.first()?;
+        if !available() || first.1 < LANES {
+            return None;
+        }
+        let (rows_are_left, row_block, other, row_free, other_free) =
+            if b.left.first() == Some(&first) {
+                (true, b.left, b.right, fl, fr)
+            } else if b.right.first() == Some(&first) {
+                (false, b.right, b.left, fr, fl)
+            } else {
+                return None;
+            };
+        if other.iter().map(|d| d.1).product::<usize>() > MAX_OTHER {
+            return None;
+        }
+        let batch: Vec<Dim> = row_free
+            .iter()
+            .copied()
+            .filter(|d| d.0 != first.0)
+            .collect();
+        // Summed labels in the row block's order, so that its reads run forward.
+        let sum: Vec<Dim> = row_block
+            .iter()
+            .copied()
+            .filter(|d| c.iter().any(|x| x.0 == d.0))
+            .collect();
+        // Columns in dst's order, so that its writes run forward.
+        let cols: Vec<Dim> = b
+            .dst
+            .iter()
+            .copied()
+            .filter(|d| other_free.iter().any(|x| x.0 == d.0))
+            .collect();
+        Some(Broadcast {
+            rows_are_left,
+            rows: first.1,
+            row_sum: group_offsets(row_block, &sum),
+            other_sum: group_offsets(other, &sum),
+            row_batch: group_offsets(row_block, &batch),
+            dst_batch: group_offsets(b.dst, &batch),
+            other_cols: group_offsets(other, &cols),
+            dst_cols: group_offsets(b.dst, &cols),
+        })
+    }
+
+    /// `dst = beta * dst + Σ left * right`. Lengths were checked by the caller; `k > 0`. The
+    /// vector and the scalar paths give the same bits (fused multiply-adds in the same
+    /// order).
+    pub(crate) fn execute(
+        &self,
+        dst: &mut [f64],
+        (left, right): (&[f64], &[f64]),
+        beta: f64,
+    ) -> Result<(), KernelError> {
+        let (rows, other) = if self.rows_are_left {
+            (left, right)
+        } else {
+            (right, left)
+        };
+        self.check(rows, other, dst)?;
+        #[cfg(target_arch = "x86_64")]
+        if vector_kernel() {
+            // SAFETY: AVX-512 is present; `check` verified every offset the kernel reads and
+            // writes.
+            unsafe { avx512::run(self, (rows, other), dst, beta) };
+            return Ok(());
+        }
+        self.scalar(rows, other, dst, beta);
+        Ok(())
+    }
+
+    /// That every row run and every element the offsets name lies inside its buffer.
+    fn check(&self, rows: &[f64], other: &[f64], dst: &[f64]) -> Result<(), KernelError> {
+        let last = |a: &[usize], b: &[usize]| {
+            a.iter().max().copied().unwrap_or(0) + b.iter().max().copied().unwrap_or(0)
+        };
+        let inside = last(&self.row_sum, &self.row_batch) + self.rows <= rows.len()
+            && last(&self.other_sum, &self.other_cols) < other.len()
+            && last(&self.dst_cols, &self.dst_batch) + self.rows <= dst.len();
+        if inside {
+            Ok(())
+        } else {
+            Err(KernelError::PlanMismatch {
+                form: "broadcast-product",
+            })
+        }
+    }
+
+    /// The same sums without vectors (CPUs the plan is not chosen on, and tests).
+    fn scalar(&self, rows: &[f64], other: &[f64], dst: &mut [f64], beta: f64) {
+        for (&rb, &db) in self.row_batch.iter().zip(&self.dst_batch) {
+            for (&oc, &dc) in self.other_cols.iter().zip(&self.dst_cols) {
+                for i in 0..self.rows {
+                    let mut s = 0.0;
+                    for (&rs, &os) in self.row_sum.iter().zip(&self.other_sum) {
+                        s = rows[rb + rs + i].mul_add(other[oc + os], s);
+                    }
+                    let d = &mut dst[db + dc + i];
+                    *d = if beta == 0.0 { s } else { beta.mul_add(*d, s) };
+                }
+            }
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use super::{Broadcast, COLS, LANES, VECTORS};
+    use std::arch::x86_64::{
+        _mm512_fmadd_pd, _mm512_mask_storeu_pd, _mm512_maskz_loadu_pd, _mm512_set1_pd,
+        _mm512_setzero_pd,
+    };
+
+    /// Every element of dst: for each batch index, columns by up to [`COLS`] and the rows by
+    /// up to [`VECTORS`] vectors, the last one masked where the rows are not a multiple of 8.
+    ///
+    /// # Safety
+    /// AVX-512F must be available and `plan.check` must have passed for the buffers.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn run(
+        plan: &Broadcast,
+        blocks: (&[f64], &[f64]),
+        dst: &mut [f64],
+        beta: f64,
+    ) {
+        let n = plan.dst_cols.len();
+        for batch in 0..plan.row_batch.len() {
+            let mut j0 = 0;
+            while j0 < n {
+                let cols = COLS.min(n - j0);
+                let mut i0 = 0;
+                while i0 < plan.rows {
+                    let rows = (VECTORS * LANES).min(plan.rows - i0);
+                    let at = At {
+                        batch,
+                        rows: i0,
+                        cols: j0,
+                        last: rows - (rows - 1) / LANES * LANES,
+                    };
+                    let vectors = rows.div_ceil(LANES);
+                    // SAFETY: the caller's contract, passed on.
+                    unsafe {
+                        match (vectors, cols) {
+                            (1, 1) => tile::<1, 1>(plan, blocks, dst, beta, at),
+                            (1, 2) => tile::<1, 2>(plan, blocks, dst, beta, at),
+                            (1, 3) => tile::<1, 3>(plan, blocks, dst, beta, at),
+                            (1, 4) => tile::<1, 4>(plan, blocks, dst, beta, at),
+                            (1, _) => tile::<1, COLS>(plan, blocks, dst, beta, at),
+                            (2, 1) => tile::<2, 1>(plan, blocks, dst, beta, at),
+                            (2, 2) => tile::<2, 2>(plan, blocks, dst, beta, at),
+                            (2, 3) => tile::<2, 3>(plan, blocks, dst, beta, at),
+                            (2, 4) => tile::<2, 4>(plan, blocks, dst, beta, at),
+                            (2, _) => tile::<2, COLS>(plan, blocks, dst, beta, at),
+                            (3, 1) => tile::<3, 1>(plan, blocks, dst, beta, at),
+                            (3, 2) => tile::<3, 2>(plan, blocks, dst, beta, at),
+                            (3, 3) => tile::<3, 3>(plan, blocks, dst, beta, at),
+                            (3, 4) => tile::<3, 4>(plan, blocks, dst, beta, at),
+                            (3, _) => tile::<3, COLS>(plan, blocks, dst, beta, at),
+                            (_, 1) => tile::<VECTORS, 1>(plan, blocks, dst, beta, at),
+                            (_, 2) => tile::<VECTORS, 2>(plan, blocks, dst, beta, at),
+                            (_, 3) => tile::<VECTORS, 3>(plan, blocks, dst, beta, at),
+                            (_, 4) => tile::<VECTORS, 4>(plan, blocks, dst, beta, at),
+                            (_, _) => tile::<VECTORS, COLS>(plan, blocks, dst, beta, at),
+                        }
+                    }
+                    i0 += rows;
+                }
+                j0 += cols;
+            }
+        }
+    }
+
+    /// Where a tile lies: its batch index, first row and first column, and how many lanes
+    /// of its last vector are rows (1 to 8).
+    #[derive(Clone, Copy)]
+    struct At {
+        batch: usize,
+        rows: usize,
+        cols: usize,
+        last: usize,
+    }
+
+    /// `V` vectors of rows by `C` columns of dst, for one batch index.
+    ///
+    /// # Safety
+    /// As [`run`].
+    #[target_feature(enable = "avx512f")]
+    unsafe fn tile<const V: usize, const C: usize>(
+        plan: &Broadcast,
+        blocks: (&[f64], &[f64]),
+        dst: &mut [f64],
+        beta: f64,
+        at: At,
+    ) {
+        let tail = if at.last >= LANES {
+            u8::MAX
+        } else {
+            (1u8 << at.last) - 1
+        };
+        let masks: [u8; V] = std::array::from_fn(|v| if v + 1 == V { tail } else { u8::MAX });
+        let row = plan.row_batch[at.batch] + at.rows;
+        let other: [usize; C] = std::array::from_fn(|c| plan.other_cols[at.cols + c]);
+        let base = plan.dst_batch[at.batch] + at.rows;
+        let out: [usize; C] = std::array::from_fn(|c| base + plan.dst_cols[at.cols + c]);
+        let sums = (&plan.row_sum[..], &plan.other_sum[..]);
+        // SAFETY: `check` bounds every row run and every element of the plan's offsets.
+        unsafe { products(blocks, dst, (row, other, out), sums, (masks, beta)) };
+    }
+
+    /// The tile's sums over every summed index, kept in registers, then written to dst at
+    /// `out` (the masks keep the last vector inside the rows). One function that owns its
+    /// sums from start to end, reading through shared references and writing through the
+    /// exclusive one: sums that outlive the loop in an array, or reads through raw pointers
+    /// from elsewhere, were kept in memory and stored after every FMA (see `dot`).
+    ///
+    /// # Safety
+    /// AVX-512F must be available and every read and write inside its block.
+    #[target_feature(enable = "avx512f")]
+    #[inline(never)]
+    unsafe fn products<const V: usize, const C: usize>(
+        (rows, other): (&[f64], &[f64]),
+        dst: &mut [f64],
+        (row, cols, out): (usize, [usize; C], [usize; C]),
+        (row_sum, other_sum): (&[usize], &[usize]),
+        (masks, beta): ([u8; V], f64),
+    ) {
+        let mut sums = [[_mm512_setzero_pd(); C]; V];
+        let (rp, op) = (rows.as_ptr(), other.as_ptr());
+        for (&rs, &os) in row_sum.iter().zip(other_sum) {
+            // SAFETY: the caller's contract.
+            unsafe {
+                let mut av = [_mm512_setzero_pd(); V];
+                for v in 0..V {
+                    av[v] = _mm512_maskz_loadu_pd(masks[v], rp.add(row + rs + v * LANES));
+                }
+                for c in 0..C {
+                    let bv = _mm512_set1_pd(*op.add(os + cols[c]));
+                    for v in 0..V {
+                        sums[v][c] = _mm512_fmadd_pd(av[v], bv, sums[v][c]);
+                    }
+                }
+            }
+        }
+        let dp = dst.as_mut_ptr();
+        for c in 0..C {
+            for v in 0..V {
+                // SAFETY: the caller's contract.
+                unsafe {
+                    let p = dp.add(out[c] + v * LANES);
+                    let s = if beta == 0.0 {
+                        sums[v][c]
+                    } else {
+                        let old = _mm512_maskz_loadu_pd(masks[v], p);
+                        _mm512_fmadd_pd(_mm512_set1_pd(beta), old, sums[v][c])
+                    };
+                    _mm512_mask_storeu_pd(p, masks[v], s);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::labels::Label;
+    use crate::shape::Shape;
+    use crate::testutil::{naive_contract, random_vec};
+
+    fn dims(labels: &str, ext: &dyn Fn(char) -> usize) -> Vec<Dim> {
+        labels.chars().map(|c| (c as Label, ext(c))).collect()
+    }
+
+    fn only(v: &[Dim], other: &[Dim]) -> Vec<Dim> {
+        v.iter()
+            .copied()
+            .filter(|x| other.iter().any(|y| y.0 == x.0))
+            .collect()
+    }
+
+    /// `dst = l * r` in this form, vector and scalar, against a naive loop (to 1e-12
+    /// relative) and against each other (bit for bit), for beta 0 and 0.5.
+    fn check(pattern: &str, ext: &dyn Fn(char) -> usize) {
+        let (d, lr) = pattern.split_once('=').unwrap_or_default();
+        let (l, r) = lr.split_once('*').unwrap_or_default();
+        let (dd, ld, rd) = (dims(d, ext), dims(l, ext), dims(r, ext));
+        let blocks = Blocks {
+            dst: &dd,
+            left: &ld,
+            right: &rd,
+        };
+        let Some(plan) = Broadcast::new(&blocks, &only(&ld, &dd), &only(&rd, &dd), &only(&ld, &rd))
+        else {
+            assert!(!available(), "{pattern}: no broadcast plan");
+            return;
+        };
+        let len = |v: &[Dim]| v.iter().map(|x| x.1).product::<usize>();
+        let shape = |v: &[Dim]| Shape::new(&v.iter().map(|x| x.1).collect::<Vec<_>>()).unwrap();
+        let labels = |v: &[Dim]| v.iter().map(|x| x.0).collect::<Vec<_>>();
+        let (lv, rv) = (random_vec(len(&ld), 1), random_vec(len(&rd), 2));
+        for beta in [0.0, 0.5] {
+            let start = random_vec(len(&dd), 3);
+            let sum = naive_contract(
+                (&labels(&dd), &shape(&dd)),
+                (&lv, &labels(&ld), &shape(&ld)),
+                (&rv, &labels(&rd), &shape(&rd)),
+            );
+            let mut got = start.clone();
+            plan.execute(&mut got, (&lv, &rv), beta).unwrap();
+            let (rows, other) = if plan.rows_are_left {
+                (&lv, &rv)
+            } else {
+                (&rv, &lv)
+            };
+            let mut slow = start.clone();
+            plan.scalar(rows, other, &mut slow, beta);
+            assert_eq!(got, slow, "{pattern} beta {beta}: vector and scalar differ");
+            for (i, ((g, s), d)) in got.iter().zip(&sum).zip(&start).enumerate() {
+                let e = beta * d + s;
+                let tol = 1e-12 * e.abs().max(1.0);
+                assert!(
+                    (g - e).abs() <= tol,
+                    "{pattern} beta {beta} [{i}]: {g} vs {e}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn broadcast_products_match_naive() {
+        let water = |c: char| if "ijklmn".contains(c) { 5 } else { 19 };
+        for pattern in [
+            "abck=amc*mbk",
+            "aibj=acbj*ci",
+            "abck=amck*mb",
+            "abck=aeck*eb",
+            "aibj=ambn*minj",
+            "abck=mbk*amc",
+        ] {
+            check(pattern, &water);
+        }
+        // Rows of 8, 33 (a masked fifth vector) and 40 (five full vectors in two tiles).
+        for a in [8, 33, 40] {
+            check("abck=amc*mbk", &|c: char| if c == 'a' { a } else { 3 });
+        }
+    }
+
+    #[test]
+    fn other_layouts_take_other_forms() {
+        let e = |s: &str, n: usize| dims(s, &|_| n);
+        let plan = |d: &[Dim], l: &[Dim], r: &[Dim]| {
+            let b = Blocks {
+                dst: d,
+                left: l,
+                right: r,
+            };
+            Broadcast::new(&b, &only(l, d), &only(r, d), &only(l, r))
+        };
+        // dst's first label leads neither block.
+        assert!(plan(&e("abck", 9), &e("ebck", 9), &e("ea", 9)).is_none());
+        // Rows shorter than a vector.
+        assert!(plan(&e("abck", 5), &e("amc", 5), &e("mbk", 5)).is_none());
+        // The other block too large to stay in L2.
+        assert!(plan(&e("abck", 19), &e("amcd", 19), &e("mbkd", 19)).is_none());
+    }
+}

@@ -417,6 +417,37 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
+        /// Random layouts: dst and the row block lead with the row label (8 to 33 long); the
+        /// batch, column and summed labels follow in random orders.
+        #[test]
+        fn random_layouts_match_naive(
+            rows in proptest::sample::select(vec![8usize, 9, 17, 33]),
+            ext in proptest::collection::vec(1usize..5, 5),
+            order in proptest::collection::vec(0u32..1000, 5),
+        ) {
+            // Labels: 'a' rows; 'b', 'c' batch; 'd' column; 'e' column; 'f' summed (k ≥ 1).
+            let names = ['b', 'c', 'd', 'e', 'f'];
+            let extent = |c: char| match c {
+                'a' => rows,
+                _ => names.iter().position(|&n| n == c).map_or(1, |i| ext[i]),
+            };
+            let shuffled = |labels: &str| -> String {
+                let mut v: Vec<char> = labels.chars().collect();
+                v.sort_by_key(|c| order[names.iter().position(|n| n == c).unwrap_or(0)]);
+                v.into_iter().collect()
+            };
+            let pattern = format!(
+                "a{}=a{}*{}",
+                shuffled("bcde"),
+                shuffled("bcf"),
+                shuffled("def")
+            );
+            check(&pattern, &extent);
+        }
+    }
+
     #[test]
     fn other_layouts_take_other_forms() {
         let e = |s: &str, n: usize| dims(s, &|_| n);

@@ -1141,6 +1141,34 @@ mod tests {
         })
     }
 
+    /// Patterns of longer extents (3, 8, 9 and 12), where the inner-product and the broadcast
+    /// forms apply, at most 300,000 label combinations (the naive loop's work).
+    fn long_pattern() -> impl Strategy<Value = Pattern> {
+        pattern()
+            .prop_map(|p| Pattern {
+                extents: p.extents.iter().map(|&e| [3, 8, 9, 12][e % 4]).collect(),
+                ..p
+            })
+            .prop_filter("naive loop too long", |p| {
+                p.extents.iter().product::<usize>() <= 300_000
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+        #[test]
+        fn contract_matches_naive_at_longer_extents(p in long_pattern(), seed in 0u64..1000) {
+            let ext = |l: &[Label]| -> Vec<usize> { l.iter().map(|&x| p.extents[x as usize]).collect() };
+            let r = check(
+                (&p.dst, &ext(&p.dst)),
+                (&p.left, &ext(&p.left)),
+                (&p.right, &ext(&p.right)),
+                seed,
+            );
+            prop_assert!(r.is_ok(), "{:?}", r);
+        }
+    }
+
     proptest! {
         #[test]
         fn contract_matches_naive(p in pattern(), seed in 0u64..1000) {

@@ -408,16 +408,19 @@ mod tests {
             let mut scratch = [Vec::new(), Vec::new(), Vec::new()];
             plan.execute(&mut got, (&lv, &rv), beta, &mut scratch)
                 .unwrap();
-            let far = plan.far_copy.as_ref().map_or(
-                if plan.near_is_left { &rv } else { &lv }.clone(),
-                |c| {
+            let (near, far) = if plan.near_is_left {
+                (&lv, &rv)
+            } else {
+                (&rv, &lv)
+            };
+            let far = match &plan.far_copy {
+                Some(c) => {
                     let mut buf = vec![0.0; c.to.len()];
-                    let from = if plan.near_is_left { &rv } else { &lv };
-                    crate::permute::permute(&mut buf, &c.to, from, &c.from, &c.perm).unwrap();
+                    crate::permute::permute(&mut buf, &c.to, far, &c.from, &c.perm).unwrap();
                     buf
-                },
-            );
-            let near = if plan.near_is_left { &lv } else { &rv };
+                }
+                None => far.clone(),
+            };
             let mut slow = start.clone();
             plan.scalar(near, &far, &mut slow, beta);
             for (i, ((g, s), e)) in got.iter().zip(&slow).zip(&expect).enumerate() {

@@ -275,9 +275,10 @@ mod avx512 {
     }
 
     /// `acc[r][c]` plus the products of the lane runs at `a[r] + near` and `b[c] + far` for every
-    /// pair `(near, far)` of `runs`, as vectors along the lane. A function of its own, taking
-    /// and returning the sums by value: inlined into [`tile`], whose other uses of them kept
-    /// them in memory, it stored every sum after every FMA (2× slower).
+    /// pair `(near, far)` of `runs`, as vectors along the lane. It takes and returns the sums by
+    /// value and keeps them in a local: kept in an array that [`tile`] also used, or beside
+    /// reads through raw pointers from elsewhere, they were stored after every FMA (2×
+    /// slower).
     ///
     /// # Safety
     /// AVX-512F must be available and every run inside its block.

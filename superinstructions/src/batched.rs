@@ -45,10 +45,34 @@ pub(crate) fn copy_cost(elements: usize) -> f64 {
 
 /// A permute from one layout to another: source shape, destination shape, permutation.
 #[derive(Clone, Debug)]
-struct Copy {
+pub(crate) struct Copy {
     from: Shape,
     to: Shape,
     perm: Perm,
+}
+
+impl Copy {
+    /// The permute of a block laid out as `from` into the layout `to` (the same labels).
+    pub(crate) fn new(from: &[Dim], to: &[Dim]) -> Result<Copy, KernelError> {
+        let labels = |v: &[Dim]| v.iter().map(|d| d.0).collect::<Vec<_>>();
+        let shape = |v: &[Dim]| Shape::new(&v.iter().map(|d| d.1).collect::<Vec<_>>());
+        Ok(Copy {
+            from: shape(from)?,
+            to: shape(to)?,
+            perm: permutation_from_labels(&labels(to), &labels(from))?,
+        })
+    }
+
+    /// `data` permuted into `buf`, for an operand read right away (never streamed).
+    pub(crate) fn operand<'a>(
+        &self,
+        data: &[f64],
+        buf: &'a mut Vec<f64>,
+    ) -> Result<&'a [f64], KernelError> {
+        let out = sized(buf, self.to.len());
+        permute_operand(out, &self.to, data, &self.from, &self.perm)?;
+        Ok(out)
+    }
 }
 
 /// A contraction as GEMMs on strided views, looped over batch labels.
@@ -288,16 +312,7 @@ fn view(t: &[Dim], g1: &[Dim], g2: &[Dim]) -> View {
 
 /// The permute from layout `from` to layout `to`, when `copied`.
 fn copy_of(copied: bool, from: &[Dim], to: &[Dim]) -> Result<Option<Copy>, KernelError> {
-    if !copied {
-        return Ok(None);
-    }
-    let labels = |v: &[Dim]| v.iter().map(|d| d.0).collect::<Vec<_>>();
-    let shape = |v: &[Dim]| Shape::new(&v.iter().map(|d| d.1).collect::<Vec<_>>());
-    Ok(Some(Copy {
-        from: shape(from)?,
-        to: shape(to)?,
-        perm: permutation_from_labels(&labels(to), &labels(from))?,
-    }))
+    copied.then(|| Copy::new(from, to)).transpose()
 }
 
 impl Batched {
@@ -348,11 +363,7 @@ impl Batched {
     ) -> Result<&'a [f64], KernelError> {
         match &self.copies[t] {
             None => Ok(data),
-            Some(c) => {
-                let out = sized(buf, self.lens[t]);
-                permute_operand(out, &c.to, data, &c.from, &c.perm)?;
-                Ok(out)
-            }
+            Some(c) => c.operand(data, buf),
         }
     }
 

@@ -14,7 +14,7 @@
 
 use crate::batched::{Blocks, Dim};
 use crate::error::KernelError;
-use crate::packed::group_offsets;
+use crate::packed::{enabled, group_offsets, reach};
 use std::sync::OnceLock;
 
 /// Vectors of a label's elements per kernel call, at most.
@@ -28,19 +28,7 @@ const LANES: usize = 8;
 /// variable `SIAL_NO_BROADCAST_KERNEL` is unset (for side-by-side measurements).
 pub(crate) fn available() -> bool {
     static AVAILABLE: OnceLock<bool> = OnceLock::new();
-    *AVAILABLE
-        .get_or_init(|| vector_kernel() && std::env::var_os("SIAL_NO_BROADCAST_KERNEL").is_none())
-}
-
-fn vector_kernel() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        std::arch::is_x86_feature_detected!("avx512f")
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
+    enabled(&AVAILABLE, "SIAL_NO_BROADCAST_KERNEL")
 }
 
 /// A contraction as broadcast products along dst's first label (see the module
@@ -131,7 +119,7 @@ impl Broadcast {
         };
         self.check(rows, other, dst)?;
         #[cfg(target_arch = "x86_64")]
-        if vector_kernel() {
+        if crate::packed::vector_kernel() {
             // SAFETY: AVX-512 is present; `check` verified every offset the kernel reads and
             // writes.
             unsafe { avx512::run(self, (rows, other), dst, beta) };
@@ -143,12 +131,9 @@ impl Broadcast {
 
     /// That every row run and every element the offsets name lies inside its buffer.
     fn check(&self, rows: &[f64], other: &[f64], dst: &[f64]) -> Result<(), KernelError> {
-        let last = |a: &[usize], b: &[usize]| {
-            a.iter().max().copied().unwrap_or(0) + b.iter().max().copied().unwrap_or(0)
-        };
-        let inside = last(&self.row_sum, &self.row_batch) + self.rows <= rows.len()
-            && last(&self.other_sum, &self.other_cols) < other.len()
-            && last(&self.dst_cols, &self.dst_batch) + self.rows <= dst.len();
+        let inside = reach(&self.row_sum, &self.row_batch) + self.rows <= rows.len()
+            && reach(&self.other_sum, &self.other_cols) < other.len()
+            && reach(&self.dst_cols, &self.dst_batch) + self.rows <= dst.len();
         if inside {
             Ok(())
         } else {

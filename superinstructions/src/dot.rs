@@ -12,12 +12,9 @@
 //! vector's lanes at the end. Sums run in another order than a GEMM's: results agree with it
 //! to rounding (tested against a naive loop to 1e-12 relative).
 
-use crate::batched::{Blocks, Dim, sized};
+use crate::batched::{Blocks, Copy, Dim};
 use crate::error::KernelError;
-use crate::labels::{Perm, permutation_from_labels};
-use crate::packed::group_offsets;
-use crate::permute::permute_operand;
-use crate::shape::Shape;
+use crate::packed::{enabled, group_offsets, reach};
 use std::sync::OnceLock;
 
 /// Rows of dst (free labels of the in-place block) per kernel call.
@@ -31,26 +28,7 @@ const LANES: usize = 8;
 /// variable `SIAL_NO_DOT_KERNEL` is unset (for side-by-side measurements).
 pub(crate) fn available() -> bool {
     static AVAILABLE: OnceLock<bool> = OnceLock::new();
-    *AVAILABLE.get_or_init(|| vector_kernel() && std::env::var_os("SIAL_NO_DOT_KERNEL").is_none())
-}
-
-fn vector_kernel() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        std::arch::is_x86_feature_detected!("avx512f")
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
-}
-
-/// A permute of the far block into an order that starts with the lane.
-#[derive(Clone, Debug)]
-struct Copy {
-    from: Shape,
-    to: Shape,
-    perm: Perm,
+    enabled(&AVAILABLE, "SIAL_NO_DOT_KERNEL")
 }
 
 /// A contraction as inner products along the lane (see the module documentation).
@@ -124,13 +102,7 @@ impl Dot {
         let far_copy = if far_layout == far {
             None
         } else {
-            let shape = |v: &[Dim]| Shape::new(&v.iter().map(|d| d.1).collect::<Vec<_>>()).ok();
-            let labels = |v: &[Dim]| v.iter().map(|d| d.0).collect::<Vec<_>>();
-            Some(Copy {
-                from: shape(far)?,
-                to: shape(&far_layout)?,
-                perm: permutation_from_labels(&labels(&far_layout), &labels(far)).ok()?,
-            })
+            Some(Copy::new(far, &far_layout).ok()?)
         };
         Some(Dot {
             near_is_left,
@@ -169,16 +141,12 @@ impl Dot {
             (right, left)
         };
         let far = match &self.far_copy {
-            Some(c) => {
-                let buf = sized(&mut scratch[2], c.to.len());
-                permute_operand(buf, &c.to, far, &c.from, &c.perm)?;
-                &*buf
-            }
+            Some(c) => c.operand(far, &mut scratch[2])?,
             None => far,
         };
         self.check(near, far, dst)?;
         #[cfg(target_arch = "x86_64")]
-        if vector_kernel() {
+        if crate::packed::vector_kernel() {
             // SAFETY: AVX-512 is present; `check` verified every offset the kernel reads and
             // writes.
             unsafe { avx512::run(self, (near, far), dst, beta) };
@@ -190,12 +158,9 @@ impl Dot {
 
     /// That every lane run and every dst element the offsets name lies inside its buffer.
     fn check(&self, near: &[f64], far: &[f64], dst: &[f64]) -> Result<(), KernelError> {
-        let last = |a: &[usize], b: &[usize]| {
-            a.iter().max().copied().unwrap_or(0) + b.iter().max().copied().unwrap_or(0)
-        };
-        let inside = last(&self.near_free, &self.near_rest) + self.lane <= near.len()
-            && last(&self.far_free, &self.far_rest) + self.lane <= far.len()
-            && last(&self.dst_near, &self.dst_far) < dst.len();
+        let inside = reach(&self.near_free, &self.near_rest) + self.lane <= near.len()
+            && reach(&self.far_free, &self.far_rest) + self.lane <= far.len()
+            && reach(&self.dst_near, &self.dst_far) < dst.len();
         if inside {
             Ok(())
         } else {
@@ -365,6 +330,7 @@ mod avx512 {
 mod tests {
     use super::*;
     use crate::labels::Label;
+    use crate::shape::Shape;
     use crate::testutil::{naive_contract, random_vec};
 
     fn dims(labels: &str, ext: &dyn Fn(char) -> usize) -> Vec<Dim> {
@@ -409,21 +375,18 @@ mod tests {
             let mut scratch = [Vec::new(), Vec::new(), Vec::new()];
             plan.execute(&mut got, (&lv, &rv), beta, &mut scratch)
                 .unwrap();
-            let (near, far) = if plan.near_is_left {
+            let (near, far): (&[f64], &[f64]) = if plan.near_is_left {
                 (&lv, &rv)
             } else {
                 (&rv, &lv)
             };
+            let mut buf = Vec::new();
             let far = match &plan.far_copy {
-                Some(c) => {
-                    let mut buf = vec![0.0; c.to.len()];
-                    crate::permute::permute(&mut buf, &c.to, far, &c.from, &c.perm).unwrap();
-                    buf
-                }
-                None => far.clone(),
+                Some(c) => c.operand(far, &mut buf).unwrap(),
+                None => far,
             };
             let mut slow = start.clone();
-            plan.scalar(near, &far, &mut slow, beta);
+            plan.scalar(near, far, &mut slow, beta);
             for (i, ((g, s), e)) in got.iter().zip(&slow).zip(&expect).enumerate() {
                 let tol = 1e-12 * e.abs().max(1.0);
                 assert!(

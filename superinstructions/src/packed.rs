@@ -36,11 +36,18 @@ const MC: usize = 96;
 /// measurements and as an escape hatch).
 pub(crate) fn available() -> bool {
     static AVAILABLE: OnceLock<bool> = OnceLock::new();
-    *AVAILABLE.get_or_init(|| vector_kernel() && std::env::var_os("SIAL_NO_PACKED_GEMM").is_none())
+    enabled(&AVAILABLE, "SIAL_NO_PACKED_GEMM")
 }
 
-/// Whether the AVX-512 kernel can run on this CPU.
-fn vector_kernel() -> bool {
+/// Whether a form of our own with an AVX-512 kernel may be chosen (this GEMM, `crate::dot`,
+/// `crate::broadcast`): the CPU has AVX-512 and the environment variable `off` is unset;
+/// decided once per form, in `cell`.
+pub(crate) fn enabled(cell: &OnceLock<bool>, off: &str) -> bool {
+    *cell.get_or_init(|| vector_kernel() && std::env::var_os(off).is_none())
+}
+
+/// Whether AVX-512 kernels can run on this CPU.
+pub(crate) fn vector_kernel() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         std::arch::is_x86_feature_detected!("avx512f")
@@ -95,6 +102,12 @@ impl Offsets {
 struct Matrix<'a> {
     rows: &'a [usize],
     cols: &'a [usize],
+}
+
+/// The largest offset of `a[i] + b[j]`: the last element two offset tables reach (0 for
+/// empty tables).
+pub(crate) fn reach(a: &[usize], b: &[usize]) -> usize {
+    a.iter().max().copied().unwrap_or(0) + b.iter().max().copied().unwrap_or(0)
 }
 
 /// The offset in `block` (column-major) of every index of `group` (first label fastest).

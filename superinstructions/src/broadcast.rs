@@ -320,48 +320,21 @@ mod avx512 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::labels::Label;
-    use crate::shape::Shape;
-    use crate::testutil::{naive_contract, random_vec};
-
-    fn dims(labels: &str, ext: &dyn Fn(char) -> usize) -> Vec<Dim> {
-        labels.chars().map(|c| (c as Label, ext(c))).collect()
-    }
-
-    fn only(v: &[Dim], other: &[Dim]) -> Vec<Dim> {
-        v.iter()
-            .copied()
-            .filter(|x| other.iter().any(|y| y.0 == x.0))
-            .collect()
-    }
+    use crate::testutil::Letters;
 
     /// `dst = l * r` in this form, vector and scalar, against a naive loop (to 1e-12
     /// relative) and against each other (bit for bit), for beta 0 and 0.5.
     fn check(pattern: &str, ext: &dyn Fn(char) -> usize) {
-        let (d, lr) = pattern.split_once('=').unwrap_or_default();
-        let (l, r) = lr.split_once('*').unwrap_or_default();
-        let (dd, ld, rd) = (dims(d, ext), dims(l, ext), dims(r, ext));
-        let blocks = Blocks {
-            dst: &dd,
-            left: &ld,
-            right: &rd,
-        };
-        let Some(plan) = Broadcast::new(&blocks, &only(&ld, &dd), &only(&rd, &dd), &only(&ld, &rd))
-        else {
+        let case = Letters::new(pattern, ext);
+        let [fl, fr, c] = case.groups();
+        let Some(plan) = Broadcast::new(&case.blocks(), &fl, &fr, &c) else {
             assert!(!available(), "{pattern}: no broadcast plan");
             return;
         };
-        let len = |v: &[Dim]| v.iter().map(|x| x.1).product::<usize>();
-        let shape = |v: &[Dim]| Shape::new(&v.iter().map(|x| x.1).collect::<Vec<_>>()).unwrap();
-        let labels = |v: &[Dim]| v.iter().map(|x| x.0).collect::<Vec<_>>();
-        let (lv, rv) = (random_vec(len(&ld), 1), random_vec(len(&rd), 2));
+        let (lv, rv) = case.operands();
         for beta in [0.0, 0.5] {
-            let start = random_vec(len(&dd), 3);
-            let sum = naive_contract(
-                (&labels(&dd), &shape(&dd)),
-                (&lv, &labels(&ld), &shape(&ld)),
-                (&rv, &labels(&rd), &shape(&rd)),
-            );
+            let start = case.start();
+            let expect = case.expected((&lv, &rv), &start, beta);
             let mut got = start.clone();
             plan.execute(&mut got, (&lv, &rv), beta).unwrap();
             let (rows, other) = if plan.rows_are_left {
@@ -372,8 +345,7 @@ mod tests {
             let mut slow = start.clone();
             plan.scalar(rows, other, &mut slow, beta);
             assert_eq!(got, slow, "{pattern} beta {beta}: vector and scalar differ");
-            for (i, ((g, s), d)) in got.iter().zip(&sum).zip(&start).enumerate() {
-                let e = beta * d + s;
+            for (i, (g, e)) in got.iter().zip(&expect).enumerate() {
                 let tol = 1e-12 * e.abs().max(1.0);
                 assert!(
                     (g - e).abs() <= tol,
@@ -435,20 +407,16 @@ mod tests {
 
     #[test]
     fn other_layouts_take_other_forms() {
-        let e = |s: &str, n: usize| dims(s, &|_| n);
-        let plan = |d: &[Dim], l: &[Dim], r: &[Dim]| {
-            let b = Blocks {
-                dst: d,
-                left: l,
-                right: r,
-            };
-            Broadcast::new(&b, &only(l, d), &only(r, d), &only(l, r))
+        let plan = |pattern: &str, n: usize| {
+            let case = Letters::new(pattern, &|_| n);
+            let [fl, fr, c] = case.groups();
+            Broadcast::new(&case.blocks(), &fl, &fr, &c)
         };
         // dst's first label leads neither block.
-        assert!(plan(&e("abck", 9), &e("ebck", 9), &e("ea", 9)).is_none());
+        assert!(plan("abck=ebck*ea", 9).is_none());
         // Rows shorter than a vector.
-        assert!(plan(&e("abck", 5), &e("amc", 5), &e("mbk", 5)).is_none());
+        assert!(plan("abck=amc*mbk", 5).is_none());
         // The other block too large to stay in L2.
-        assert!(plan(&e("abck", 19), &e("amcd", 19), &e("mbkd", 19)).is_none());
+        assert!(plan("abck=amcd*mbkd", 19).is_none());
     }
 }

@@ -1141,6 +1141,18 @@ mod tests {
         })
     }
 
+    /// [`check`] of a random pattern.
+    fn check_pattern(p: &Pattern, seed: u64) -> Result<(), KernelError> {
+        let ext =
+            |l: &[Label]| -> Vec<usize> { l.iter().map(|&x| p.extents[x as usize]).collect() };
+        check(
+            (&p.dst, &ext(&p.dst)),
+            (&p.left, &ext(&p.left)),
+            (&p.right, &ext(&p.right)),
+            seed,
+        )
+    }
+
     /// Patterns of longer extents (3, 8, 9 and 12), where the inner-product and the broadcast
     /// forms apply, at most 300,000 label combinations (the naive loop's work).
     fn long_pattern() -> impl Strategy<Value = Pattern> {
@@ -1158,13 +1170,7 @@ mod tests {
         #![proptest_config(ProptestConfig::with_cases(48))]
         #[test]
         fn contract_matches_naive_at_longer_extents(p in long_pattern(), seed in 0u64..1000) {
-            let ext = |l: &[Label]| -> Vec<usize> { l.iter().map(|&x| p.extents[x as usize]).collect() };
-            let r = check(
-                (&p.dst, &ext(&p.dst)),
-                (&p.left, &ext(&p.left)),
-                (&p.right, &ext(&p.right)),
-                seed,
-            );
+            let r = check_pattern(&p, seed);
             prop_assert!(r.is_ok(), "{:?}", r);
         }
     }
@@ -1172,13 +1178,7 @@ mod tests {
     proptest! {
         #[test]
         fn contract_matches_naive(p in pattern(), seed in 0u64..1000) {
-            let ext = |l: &[Label]| -> Vec<usize> { l.iter().map(|&x| p.extents[x as usize]).collect() };
-            let r = check(
-                (&p.dst, &ext(&p.dst)),
-                (&p.left, &ext(&p.left)),
-                (&p.right, &ext(&p.right)),
-                seed,
-            );
+            let r = check_pattern(&p, seed);
             prop_assert!(r.is_ok(), "{:?}", r);
         }
 

@@ -329,48 +329,21 @@ mod avx512 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::labels::Label;
-    use crate::shape::Shape;
-    use crate::testutil::{naive_contract, random_vec};
-
-    fn dims(labels: &str, ext: &dyn Fn(char) -> usize) -> Vec<Dim> {
-        labels.chars().map(|c| (c as Label, ext(c))).collect()
-    }
+    use crate::testutil::Letters;
 
     /// `dst = l * r` by the inner-product form, vector and scalar, against a naive loop, for
     /// beta 0 and 0.5.
     fn check(pattern: &str, ext: &dyn Fn(char) -> usize) {
-        let (d, lr) = pattern.split_once('=').unwrap_or_default();
-        let (l, r) = lr.split_once('*').unwrap_or_default();
-        let (dd, ld, rd) = (dims(d, ext), dims(l, ext), dims(r, ext));
-        let only = |v: &[Dim], other: &[Dim]| -> Vec<Dim> {
-            v.iter()
-                .copied()
-                .filter(|x| other.iter().any(|y| y.0 == x.0))
-                .collect()
-        };
-        let (fl, fr, c) = (only(&ld, &dd), only(&rd, &dd), only(&ld, &rd));
-        let blocks = Blocks {
-            dst: &dd,
-            left: &ld,
-            right: &rd,
-        };
-        let Some(plan) = Dot::new(&blocks, &fl, &fr, &c) else {
+        let case = Letters::new(pattern, ext);
+        let [fl, fr, c] = case.groups();
+        let Some(plan) = Dot::new(&case.blocks(), &fl, &fr, &c) else {
             assert!(!available(), "{pattern}: no inner-product plan");
             return;
         };
-        let len = |v: &[Dim]| v.iter().map(|x| x.1).product::<usize>();
-        let shape = |v: &[Dim]| Shape::new(&v.iter().map(|x| x.1).collect::<Vec<_>>()).unwrap();
-        let labels = |v: &[Dim]| v.iter().map(|x| x.0).collect::<Vec<_>>();
-        let (lv, rv) = (random_vec(len(&ld), 1), random_vec(len(&rd), 2));
+        let (lv, rv) = case.operands();
         for beta in [0.0, 0.5] {
-            let start = random_vec(len(&dd), 3);
-            let sum = naive_contract(
-                (&labels(&dd), &shape(&dd)),
-                (&lv, &labels(&ld), &shape(&ld)),
-                (&rv, &labels(&rd), &shape(&rd)),
-            );
-            let expect: Vec<f64> = sum.iter().zip(&start).map(|(s, d)| beta * d + s).collect();
+            let start = case.start();
+            let expect = case.expected((&lv, &rv), &start, beta);
             let mut got = start.clone();
             let mut scratch = [Vec::new(), Vec::new(), Vec::new()];
             plan.execute(&mut got, (&lv, &rv), beta, &mut scratch)
@@ -422,34 +395,21 @@ mod tests {
 
     #[test]
     fn short_lanes_and_large_results_take_other_forms() {
-        let blocks = |d: &[Dim], l: &[Dim], r: &[Dim]| -> Option<Dot> {
-            let b = Blocks {
-                dst: d,
-                left: l,
-                right: r,
-            };
-            let only = |v: &[Dim], other: &[Dim]| -> Vec<Dim> {
-                v.iter()
-                    .copied()
-                    .filter(|x| other.iter().any(|y| y.0 == x.0))
-                    .collect()
-            };
-            Dot::new(&b, &only(l, d), &only(r, d), &only(l, r))
+        let plan = |pattern: &str, ext: &dyn Fn(char) -> usize| {
+            let case = Letters::new(pattern, ext);
+            let [fl, fr, c] = case.groups();
+            Dot::new(&case.blocks(), &fl, &fr, &c)
         };
-        let e = |s: &str, n: usize| dims(s, &|_| n);
         if available() {
-            assert!(blocks(&e("ai", 9), &e("cadm", 9), &e("dicm", 9)).is_some());
+            assert!(plan("ai=cadm*dicm", &|_| 9).is_some());
         }
         // Lanes shorter than a vector.
-        assert!(blocks(&e("ai", 7), &e("cadm", 7), &e("dicm", 7)).is_none());
+        assert!(plan("ai=cadm*dicm", &|_| 7).is_none());
         // Short sums: 45 × 45 results of sums over 45 (`rccsd_rhf:1894` at the test job's
         // extents) run faster as a GEMM.
-        let (v, o) = (|s: &str| dims(s, &|_| 9), |s: &str| dims(s, &|_| 5));
-        let d: Vec<Dim> = [o("mi"), v("bc")].concat();
-        let l: Vec<Dim> = [v("a"), o("i"), v("b"), o("n")].concat();
-        let r: Vec<Dim> = [v("a"), o("m"), v("c"), o("n")].concat();
-        assert!(blocks(&d, &l, &r).is_none());
+        let test_job = |c: char| if "imn".contains(c) { 5 } else { 9 };
+        assert!(plan("mibc=aibn*amcn", &test_job).is_none());
         // Results past 16384 elements.
-        assert!(blocks(&e("ab", 200), &e("cadm", 200), &e("dbcm", 200)).is_none());
+        assert!(plan("ab=cadm*dbcm", &|_| 200).is_none());
     }
 }

@@ -3,6 +3,7 @@
 //! The references loop over every multi-index explicitly — slow, obviously correct, and
 //! independent of the strides, tiling and GEMM tricks of the real kernels.
 
+use crate::batched::{Blocks, Dim};
 use crate::labels::Label;
 use crate::shape::Shape;
 
@@ -141,4 +142,83 @@ pub fn contraction_pattern(
             Just(v.iter().map(|x| x.1).collect::<Vec<_>>()),
         )
     })
+}
+
+/// A contraction written with one letter per label (`"ai=cadm*dicm"`), each letter's extent
+/// given by `ext`: the three blocks' labels and extents as the plans take them, random
+/// operands and the naive result, for the tests of the contraction forms.
+pub struct Letters {
+    pub dst: Vec<Dim>,
+    pub left: Vec<Dim>,
+    pub right: Vec<Dim>,
+}
+
+impl Letters {
+    pub fn new(pattern: &str, ext: &dyn Fn(char) -> usize) -> Letters {
+        let dims =
+            |labels: &str| -> Vec<Dim> { labels.chars().map(|c| (c as Label, ext(c))).collect() };
+        let (d, lr) = pattern.split_once('=').unwrap_or_default();
+        let (l, r) = lr.split_once('*').unwrap_or_default();
+        Letters {
+            dst: dims(d),
+            left: dims(l),
+            right: dims(r),
+        }
+    }
+
+    pub fn blocks(&self) -> Blocks<'_> {
+        Blocks {
+            dst: &self.dst,
+            left: &self.left,
+            right: &self.right,
+        }
+    }
+
+    /// The free labels of left, of right, and the summed labels.
+    pub fn groups(&self) -> [Vec<Dim>; 3] {
+        let only = |v: &[Dim], other: &[Dim]| -> Vec<Dim> {
+            v.iter()
+                .copied()
+                .filter(|x| other.iter().any(|y| y.0 == x.0))
+                .collect()
+        };
+        [
+            only(&self.left, &self.dst),
+            only(&self.right, &self.dst),
+            only(&self.left, &self.right),
+        ]
+    }
+
+    /// Random left and right blocks.
+    pub fn operands(&self) -> (Vec<f64>, Vec<f64>) {
+        (
+            random_vec(len(&self.left), 1),
+            random_vec(len(&self.right), 2),
+        )
+    }
+
+    /// A random dst to start from.
+    pub fn start(&self) -> Vec<f64> {
+        random_vec(len(&self.dst), 3)
+    }
+
+    /// `beta * start + Σ left * right` by the naive loop.
+    pub fn expected(&self, (l, r): (&[f64], &[f64]), start: &[f64], beta: f64) -> Vec<f64> {
+        let shape = |v: &[Dim]| Shape::new(&v.iter().map(|x| x.1).collect::<Vec<_>>());
+        let labels = |v: &[Dim]| v.iter().map(|x| x.0).collect::<Vec<_>>();
+        let (ds, ls, rs) = match (shape(&self.dst), shape(&self.left), shape(&self.right)) {
+            (Ok(d), Ok(l), Ok(r)) => (d, l, r),
+            _ => panic!("test blocks of invalid extents"),
+        };
+        let sum = naive_contract(
+            (&labels(&self.dst), &ds),
+            (l, &labels(&self.left), &ls),
+            (r, &labels(&self.right), &rs),
+        );
+        sum.iter().zip(start).map(|(s, d)| beta * d + s).collect()
+    }
+}
+
+fn len(v: &[Dim]) -> usize {
+    v.iter().map(|x| x.1).product()
 }

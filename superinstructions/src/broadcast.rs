@@ -48,6 +48,8 @@ pub(crate) struct Broadcast {
     /// Offsets of the columns in the other block and in dst.
     other_cols: Vec<usize>,
     dst_cols: Vec<usize>,
+    /// Element counts of the row block, the other block and dst.
+    lens: [usize; 3],
 }
 
 impl Broadcast {
@@ -70,7 +72,8 @@ impl Broadcast {
             } else {
                 return None;
             };
-        if other.iter().map(|d| d.1).product::<usize>() > MAX_OTHER {
+        let len = |v: &[Dim]| v.iter().map(|d| d.1).product::<usize>();
+        if len(other) > MAX_OTHER {
             return None;
         }
         let batch: Vec<Dim> = row_free
@@ -91,7 +94,7 @@ impl Broadcast {
             .copied()
             .filter(|d| other_free.iter().any(|x| x.0 == d.0))
             .collect();
-        Some(Broadcast {
+        let plan = Broadcast {
             rows_are_left,
             rows: first.1,
             row_sum: group_offsets(row_block, &sum),
@@ -100,7 +103,18 @@ impl Broadcast {
             dst_batch: group_offsets(b.dst, &batch),
             other_cols: group_offsets(other, &cols),
             dst_cols: group_offsets(b.dst, &cols),
-        })
+            lens: [len(row_block), len(other), len(b.dst)],
+        };
+        plan.fits().then_some(plan)
+    }
+
+    /// That every row run and every element the offsets name lies inside blocks of the plan's
+    /// lengths (checked once; [`Self::check`] then only compares lengths).
+    fn fits(&self) -> bool {
+        let [rows, other, dst] = self.lens;
+        reach(&self.row_sum, &self.row_batch) + self.rows <= rows
+            && reach(&self.other_sum, &self.other_cols) < other
+            && reach(&self.dst_cols, &self.dst_batch) + self.rows <= dst
     }
 
     /// `dst = beta * dst + Σ left * right`. Lengths were checked by the caller; `k > 0`. The
@@ -120,8 +134,8 @@ impl Broadcast {
         self.check(rows, other, dst)?;
         #[cfg(target_arch = "x86_64")]
         if crate::packed::vector_kernel() {
-            // SAFETY: AVX-512 is present; `check` verified every offset the kernel reads and
-            // writes.
+            // SAFETY: AVX-512 is present; `check` verified the buffers' lengths, inside which
+            // every offset the kernel reads and writes lies (`fits`, when the plan was made).
             unsafe { avx512::run(self, (rows, other), dst, beta) };
             return Ok(());
         }
@@ -129,12 +143,9 @@ impl Broadcast {
         Ok(())
     }
 
-    /// That every row run and every element the offsets name lies inside its buffer.
+    /// That the buffers have the plan's lengths, inside which its offsets lie ([`Self::fits`]).
     fn check(&self, rows: &[f64], other: &[f64], dst: &[f64]) -> Result<(), KernelError> {
-        let inside = reach(&self.row_sum, &self.row_batch) + self.rows <= rows.len()
-            && reach(&self.other_sum, &self.other_cols) < other.len()
-            && reach(&self.dst_cols, &self.dst_batch) + self.rows <= dst.len();
-        if inside {
+        if [rows.len(), other.len(), dst.len()] == self.lens {
             Ok(())
         } else {
             Err(KernelError::PlanMismatch {
@@ -172,7 +183,7 @@ mod avx512 {
     /// up to [`VECTORS`] vectors, the last one masked where the rows are not a multiple of 8.
     ///
     /// # Safety
-    /// AVX-512F must be available and `plan.check` must have passed for the buffers.
+    /// AVX-512F must be available and `plan.check` must have passed for the buffers (see `fits`).
     #[target_feature(enable = "avx512f")]
     pub(super) unsafe fn run(
         plan: &Broadcast,
@@ -260,7 +271,7 @@ mod avx512 {
         let base = plan.dst_batch[at.batch] + at.rows;
         let out: [usize; C] = std::array::from_fn(|c| base + plan.dst_cols[at.cols + c]);
         let sums = (&plan.row_sum[..], &plan.other_sum[..]);
-        // SAFETY: `check` bounds every row run and every element of the plan's offsets.
+        // SAFETY: `check` and `fits` bound every row run and every element of the offsets.
         unsafe { products(blocks, dst, (row, other, out), sums, (masks, beta)) };
     }
 

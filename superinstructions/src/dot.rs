@@ -49,6 +49,8 @@ pub(crate) struct Dot {
     /// Offsets in dst of the near and of the far free labels.
     dst_near: Vec<usize>,
     dst_far: Vec<usize>,
+    /// Element counts of the near block, the far block (as the kernel reads it) and dst.
+    lens: [usize; 3],
 }
 
 impl Dot {
@@ -104,7 +106,7 @@ impl Dot {
         } else {
             Some(Copy::new(far, &far_layout).ok()?)
         };
-        Some(Dot {
+        let plan = Dot {
             near_is_left,
             lane: lane.1,
             near_free: group_offsets(near, f_near),
@@ -114,7 +116,18 @@ impl Dot {
             far_rest: group_offsets(&far_layout, &rest),
             dst_near: group_offsets(b.dst, f_near),
             dst_far: group_offsets(b.dst, f_far),
-        })
+            lens: [prod(near), prod(far), prod(b.dst)],
+        };
+        plan.fits().then_some(plan)
+    }
+
+    /// That every lane run and every dst element the offsets name lies inside blocks of the
+    /// plan's lengths (checked once; [`Self::check`] then only compares lengths).
+    fn fits(&self) -> bool {
+        let [near, far, dst] = self.lens;
+        reach(&self.near_free, &self.near_rest) + self.lane <= near
+            && reach(&self.far_free, &self.far_rest) + self.lane <= far
+            && reach(&self.dst_near, &self.dst_far) < dst
     }
 
     /// Whether the far block is copied first.
@@ -147,8 +160,8 @@ impl Dot {
         self.check(near, far, dst)?;
         #[cfg(target_arch = "x86_64")]
         if crate::packed::vector_kernel() {
-            // SAFETY: AVX-512 is present; `check` verified every offset the kernel reads and
-            // writes.
+            // SAFETY: AVX-512 is present; `check` verified the buffers' lengths, inside which
+            // every offset the kernel reads and writes lies (`fits`, when the plan was made).
             unsafe { avx512::run(self, (near, far), dst, beta) };
             return Ok(());
         }
@@ -156,12 +169,9 @@ impl Dot {
         Ok(())
     }
 
-    /// That every lane run and every dst element the offsets name lies inside its buffer.
+    /// That the buffers have the plan's lengths, inside which its offsets lie ([`Self::fits`]).
     fn check(&self, near: &[f64], far: &[f64], dst: &[f64]) -> Result<(), KernelError> {
-        let inside = reach(&self.near_free, &self.near_rest) + self.lane <= near.len()
-            && reach(&self.far_free, &self.far_rest) + self.lane <= far.len()
-            && reach(&self.dst_near, &self.dst_far) < dst.len();
-        if inside {
+        if [near.len(), far.len(), dst.len()] == self.lens {
             Ok(())
         } else {
             Err(KernelError::PlanMismatch {
@@ -199,7 +209,7 @@ mod avx512 {
     /// elements are computed again and not written twice).
     ///
     /// # Safety
-    /// AVX-512F must be available and `plan.check` must have passed for the buffers.
+    /// AVX-512F must be available and `plan.check` must have passed for the buffers (see `fits`).
     #[target_feature(enable = "avx512f")]
     pub(super) unsafe fn run(plan: &Dot, blocks: (&[f64], &[f64]), dst: &mut [f64], beta: f64) {
         let (m, n) = (plan.near_free.len(), plan.far_free.len());
@@ -314,7 +324,7 @@ mod avx512 {
         let b: [usize; C] = std::array::from_fn(|c| plan.far_free[at.cols + c]);
         let runs = (&plan.near_rest[..], &plan.far_rest[..]);
         let zero = [[_mm512_setzero_pd(); C]; ROWS];
-        // SAFETY: `check` bounds every run `offset..offset + lane` of the plan's offsets.
+        // SAFETY: `check` and `fits` bound every run `offset..offset + lane` of the plan's offsets.
         let acc = unsafe { sweep(zero, blocks, (a, b), runs, plan.lane) };
         for (r, row) in acc.iter().enumerate().skip(at.fresh) {
             for (c, v) in row.iter().enumerate() {

@@ -406,7 +406,7 @@ fn devices_give_the_dump_of_one_process() {
     check_configs(
         &[],
         &[
-            ("(one process, device gpu)", common::DEVICE.to_vec()),
+            ("(one process, device gpu)", common::device()),
             (
                 "(threads W=2 S=1, device gpu, 64K of device memory)",
                 vec![
@@ -417,7 +417,7 @@ fn devices_give_the_dump_of_one_process() {
                     "--device",
                     "gpu",
                     "--gpu-backend",
-                    "host",
+                    common::backend(),
                     "--gpu-memory",
                     "64K",
                 ],
@@ -432,7 +432,7 @@ fn devices_give_the_dump_of_one_process() {
                     "--device",
                     "auto",
                     "--gpu-backend",
-                    "host",
+                    common::backend(),
                 ],
             ),
         ],
@@ -455,7 +455,7 @@ fn mpi_gives_the_dump_of_one_process() {
             ("(mpirun -n 3, prefetch 8)", vec!["--prefetch", "8"]),
             (
                 "(mpirun -n 3, device gpu)",
-                vec!["--device", "gpu", "--gpu-backend", "host"],
+                vec!["--device", "gpu", "--gpu-backend", common::backend()],
             ),
         ],
     );

@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{DEVICE, Run, n};
+use common::{Run, n};
 
 /// Counts come from a run without `--dump` (a dump reads every block back), values from a
 /// run with it.
@@ -34,7 +34,7 @@ fn scalar(run: &Run, name: &str) -> f64 {
 
 #[test]
 fn a_chain_on_resident_blocks_moves_only_the_result() {
-    let run = sial("tests/gpu/chain.sial", &DEVICE);
+    let run = sial("tests/gpu/chain.sial", &common::device());
     assert!(run.ok, "{}", run.stderr);
     let g = &run.stats["gpu"];
     // Ten instructions, all on the device; the inputs are written there (no upload), and only
@@ -49,7 +49,7 @@ fn a_chain_on_resident_blocks_moves_only_the_result() {
 
 #[test]
 fn reads_upload_once_until_the_host_writes() {
-    let mut args = DEVICE.to_vec();
+    let mut args = common::device();
     args.extend(["--set", "part=2"]);
     let run = sial("tests/gpu/chain.sial", &args);
     assert!(run.ok, "{}", run.stderr);
@@ -71,7 +71,7 @@ const WATER_MP2: f64 = -0.20400356383395865;
 
 #[test]
 fn the_water_job_reuses_pinned_buffers_and_keeps_its_energies() {
-    let run = sial(WATER, &DEVICE);
+    let run = sial(WATER, &common::device());
     assert!(run.ok, "{}", run.stderr);
     let g = &run.stats["gpu"];
     assert!(n(&g["device_instructions"]) > 0, "{g}");
@@ -85,7 +85,7 @@ fn the_water_job_reuses_pinned_buffers_and_keeps_its_energies() {
 
 #[test]
 fn a_small_device_memory_evicts_and_writes_back() {
-    let mut args = DEVICE.to_vec();
+    let mut args = common::device();
     args.extend(["--gpu-memory", "160K"]);
     let run = sial(WATER, &args);
     assert!(run.ok, "{}", run.stderr);
@@ -97,7 +97,14 @@ fn a_small_device_memory_evicts_and_writes_back() {
 
 #[test]
 fn auto_sends_large_contractions_to_the_device_and_keeps_small_work() {
-    let base = ["--workers", "1", "--servers", "0", "--gpu-backend", "host"];
+    let base = [
+        "--workers",
+        "1",
+        "--servers",
+        "0",
+        "--gpu-backend",
+        common::backend(),
+    ];
     let cpu = sial(
         "tests/gpu/mixed.sial",
         &[&base[..], &["--device", "cpu"]].concat(),
@@ -110,8 +117,13 @@ fn auto_sends_large_contractions_to_the_device_and_keeps_small_work() {
     assert!(cpu.stats["gpu"].is_null());
     let g = &auto.stats["gpu"];
     // The 8 contractions of 240 x 240 blocks go to the device; the 16 fills, copies and
-    // scalings of 2 x 2 blocks stay.
-    assert_eq!(n(&g["device_instructions"]), 8, "{g}");
+    // scalings of 2 x 2 blocks stay. A real GPU's cost model also takes the scalings of the
+    // contractions' results, which are already there.
+    if common::backend() == "host" {
+        assert_eq!(n(&g["device_instructions"]), 8, "{g}");
+    } else {
+        assert!((8..=16).contains(&n(&g["device_instructions"])), "{g}");
+    }
     assert!(n(&g["host_instructions"]) >= 16, "{g}");
     for name in ["s", "t"] {
         let (a, b) = (scalar(&cpu, name), scalar(&auto, name));
@@ -157,7 +169,7 @@ fn bad_device_options_are_named() {
 #[test]
 fn mpi_workers_use_their_devices() {
     let launcher = common::launch::mpirun(3);
-    let args = ["--device", "gpu", "--gpu-backend", "host"];
+    let args = ["--device", "gpu", "--gpu-backend", common::backend()];
     let run = common::sial_via(&launcher, WATER, &args, true);
     assert!(run.ok, "{}", run.stderr);
     // The same two workers as threads: the pardo work split the same way and the SCF's

@@ -159,7 +159,7 @@ fn device_transfers_are_on_copy_stream_tracks() {
         &dir,
         &[],
         "programs/contraction_matmul.sial",
-        &common::DEVICE,
+        &common::device(),
     );
     let tracks = tracks(&trace);
     let uploads = stats["gpu"]["uploads"].as_u64().expect("uploads") as usize;

@@ -20,18 +20,30 @@ pub fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// One worker, no server, with the host-memory stand-in device forced on: how the device tests
-/// run a program in one process.
-pub const DEVICE: [&str; 8] = [
-    "--workers",
-    "1",
-    "--servers",
-    "0",
-    "--device",
-    "gpu",
-    "--gpu-backend",
-    "host",
-];
+/// The device implementation the device tests use: the host-memory stand-in (separate
+/// "device" memory, copies on threads, the protocol of a GPU), or CUDA where
+/// `SIAL_TEST_GPU_BACKEND=cuda` asks for the real GPU of the machine.
+pub fn backend() -> &'static str {
+    match std::env::var("SIAL_TEST_GPU_BACKEND").as_deref() {
+        Ok("cuda") => "cuda",
+        _ => "host",
+    }
+}
+
+/// One worker, no server, with the device forced on: how the device tests run a program in
+/// one process.
+pub fn device() -> Vec<&'static str> {
+    vec![
+        "--workers",
+        "1",
+        "--servers",
+        "0",
+        "--device",
+        "gpu",
+        "--gpu-backend",
+        backend(),
+    ]
+}
 
 /// One start of the `sial` binary built for the tests: a `Command` with what the tests add
 /// (a launcher before it, a time limit, the output collected).

@@ -33,16 +33,16 @@ fn open(host: bool) -> Res<Box<dyn Device>> {
     }
 }
 
-/// A device buffer holding `len` values `0.001 * (i % 97)`.
+/// The values [`filled`] writes: `0.001 * (i % 97)`.
+fn values(len: usize) -> Vec<f64> {
+    (0..len).map(|i| 0.001 * (i % 97) as f64).collect()
+}
+
+/// A device buffer holding [`values`].
 fn filled(dev: &mut dyn Device, len: usize) -> Res<DevBuf> {
     let buf = dev.alloc(len)?;
     let mut p = dev.pinned_allocator().alloc(len)?;
-    {
-        let mut w = p.write()?;
-        for (i, x) in w.iter_mut().enumerate() {
-            *x = 0.001 * (i % 97) as f64;
-        }
-    }
+    p.write()?.copy_from_slice(&values(len));
     let e = dev.upload(&buf, &p, 0)?;
     dev.wait(e)?;
     Ok(buf)
@@ -75,11 +75,32 @@ fn plan(d: (&[u32], usize), l: (&[u32], usize), r: (&[u32], usize)) -> Res<Contr
     )?)
 }
 
+/// The device's result in `r` against the CPU's contraction of the same operands: the largest
+/// difference relative to the largest element.
+fn deviation(dev: &mut dyn Device, p: &ContractionPlan, r: &DevBuf, len: usize) -> Res<f64> {
+    let mut pinned = dev.pinned_allocator().alloc(len)?;
+    let e = dev.download(&mut pinned, r, 0)?;
+    dev.wait(e)?;
+    let (t, v) = (values(len), values(len));
+    let mut want = vec![0.0; len];
+    p.execute(&mut want, &t, &v, 0.0)?;
+    let got = pinned.read()?;
+    let scale = want
+        .iter()
+        .fold(0.0f64, |m, x| m.max(x.abs()))
+        .max(f64::MIN_POSITIVE);
+    let diff = want
+        .iter()
+        .zip(got.iter())
+        .fold(0.0f64, |m, (w, g)| m.max((w - g).abs()));
+    Ok(diff / scale)
+}
+
 fn contractions(dev: &mut dyn Device, segments: &[usize]) -> Res<()> {
     println!("== 4-index contractions against DGEMM of the same flops");
     println!(
-        "{:>4} {:>10} {:>12} {:>12} {:>12} {:>7}",
-        "seg", "pattern", "GEMM GF/s", "contract GF/s", "ms", "ratio"
+        "{:>4} {:>10} {:>12} {:>12} {:>12} {:>7} {:>10}",
+        "seg", "pattern", "GEMM GF/s", "contract GF/s", "ms", "ratio", "vs CPU"
     );
     let (a, b, c, d, i, j, k) = (1, 2, 3, 4, 5, 6, 7);
     for &s in segments {
@@ -102,15 +123,73 @@ fn contractions(dev: &mut dyn Device, segments: &[usize]) -> Res<()> {
         for (name, p) in [("plain", &plain), ("permuted", &permuted)] {
             let secs = best(dev, 5, |dev| Ok(contract_on(dev, p, &r, &t, &v, 0.0)?))?;
             println!(
-                "{s:>4} {name:>10} {:>12.1} {:>12.1} {:>12.3} {:>7.2}",
+                "{s:>4} {name:>10} {:>12.1} {:>12.1} {:>12.3} {:>7.2} {:>10.1e}",
                 flops / gemm / 1e9,
                 flops / secs / 1e9,
                 secs * 1e3,
-                gemm / secs
+                gemm / secs,
+                deviation(dev, p, &r, len)?
             );
         }
         for buf in [t, v, r] {
             dev.free(buf)?;
+        }
+    }
+    Ok(())
+}
+
+/// Permutations of 4- and 6-index blocks against a device copy of the same bytes, each checked
+/// against the CPU's permutation.
+fn permutations(dev: &mut dyn Device, edges: &[usize]) -> Res<()> {
+    println!("== permutations against a device copy of the same bytes");
+    println!(
+        "{:>4} {:>14} {:>12} {:>12} {:>7} {:>8}",
+        "edge", "perm", "copy GB/s", "perm GB/s", "ratio", "vs CPU"
+    );
+    let perms: [&[usize]; 4] = [&[3, 2, 1, 0], &[1, 0, 3, 2], &[2, 3, 0, 1], &[0, 2, 1, 3]];
+    for &e in edges {
+        for rank in [4usize, 6] {
+            let edge = if rank == 6 {
+                (e as f64).powf(4.0 / 6.0).round() as usize
+            } else {
+                e
+            };
+            let src_shape = Shape::new(&vec![edge; rank])?;
+            let len = src_shape.len();
+            let (src, dst) = (filled(dev, len)?, dev.alloc(len)?);
+            let copy = best(dev, 5, |dev| Ok(dev.copy(&dst, &src)?))?;
+            let six: [&[usize]; 2] = [&[5, 4, 3, 2, 1, 0], &[3, 4, 5, 0, 1, 2]];
+            let list: &[&[usize]] = if rank == 6 { &six } else { &perms };
+            for &perm in list {
+                let dst_shape = src_shape.permuted(perm)?;
+                let secs = best(dev, 5, |dev| {
+                    Ok(dev.permute(&dst, &dst_shape, &src, &src_shape, perm)?)
+                })?;
+                let mut pinned = dev.pinned_allocator().alloc(len)?;
+                let ev = dev.download(&mut pinned, &dst, 0)?;
+                dev.wait(ev)?;
+                let mut want = vec![0.0; len];
+                sial_superinstructions::permute(
+                    &mut want,
+                    &dst_shape,
+                    &values(len),
+                    &src_shape,
+                    perm,
+                )?;
+                let same = want.as_slice() == &*pinned.read()?;
+                let bytes = 2.0 * (len * 8) as f64;
+                println!(
+                    "{edge:>4} {:>14} {:>12.0} {:>12.0} {:>7.2} {:>8}",
+                    format!("{perm:?}").replace(' ', ""),
+                    bytes / copy / 1e9,
+                    bytes / secs / 1e9,
+                    copy / secs,
+                    if same { "same" } else { "DIFFERS" }
+                );
+            }
+            for buf in [src, dst] {
+                dev.free(buf)?;
+            }
         }
     }
     Ok(())
@@ -183,6 +262,7 @@ fn main() -> Res<()> {
     // The host-memory device computes on one core: small segments only.
     let segments: &[usize] = if host { &[8, 12] } else { &[32, 48, 64] };
     contractions(dev.as_mut(), segments)?;
+    permutations(dev.as_mut(), if host { &[8, 12] } else { &[16, 32, 64] })?;
     bandwidth(dev.as_mut())?;
     chain(dev, segments[0])
 }

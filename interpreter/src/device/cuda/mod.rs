@@ -15,9 +15,10 @@
 //! - freeing a buffer waits for its last copy, then frees on the compute stream.
 //!
 //! Kernels: cuBLAS `dgemm`, and NVRTC-compiled grid-stride kernels (source in [`KERNELS`]) for
-//! fill, scale, add_scalar, copy, axpy, add, sub and permute / permute-add of rank ≤ 6. The
-//! permute kernel is the plain gather (one thread per destination element, coalesced writes);
-//! a tiled transpose through shared memory is the obvious next step if it shows in profiles.
+//! fill, scale, add_scalar, copy, axpy, add, sub and permute / permute-add of rank ≤ 6.
+//! Permutations that move the source's contiguous dimension go through 32 × 32 tiles in shared
+//! memory, so that both the reads and the writes are coalesced (`sial_permute_tiled`); the
+//! others are a plain gather, one thread per destination element (`sial_permute`).
 
 mod pinned;
 
@@ -87,7 +88,61 @@ extern "C" __global__ void sial_permute(double* d, const double* s, PermArgs p, 
         if (accumulate) d[i] += alpha * s[off]; else d[i] = s[off];
     }
 }
+
+/* Destination dimensions 0 and q (the source's contiguous one) in 32 x 32 tiles: a block of
+   32 x 8 threads reads a tile along q, writes it along 0. The other dimensions, and the
+   tiles, are a grid-stride loop over tile numbers; the padding column keeps the transposed
+   reads of the tile free of bank conflicts. */
+#define TILE 32
+#define TILE_ROWS 8
+extern "C" __global__ void sial_permute_tiled(double* d, const double* s, PermArgs p, int q,
+                                              double alpha, int accumulate, u64 tiles) {
+    __shared__ double tile[TILE][TILE + 1];
+    u64 e0 = p.ext[0], eq = p.ext[q];
+    u64 across = (e0 + TILE - 1) / TILE, down = (eq + TILE - 1) / TILE;
+    u64 dstride[6];
+    u64 len = 1;
+    for (int k = 0; k < p.rank; ++k) {
+        dstride[k] = len;
+        len *= p.ext[k];
+    }
+    for (u64 t = blockIdx.x; t < tiles; t += gridDim.x) {
+        u64 rem = t;
+        u64 i0 = (rem % across) * TILE;
+        rem /= across;
+        u64 iq = (rem % down) * TILE;
+        rem /= down;
+        u64 dbase = 0, sbase = 0;
+        for (int k = 1; k < p.rank; ++k) {
+            if (k == q) continue;
+            u64 x = rem % p.ext[k];
+            rem /= p.ext[k];
+            dbase += x * dstride[k];
+            sbase += x * p.sstride[k];
+        }
+        for (unsigned r = threadIdx.y; r < TILE; r += TILE_ROWS) {
+            u64 a = i0 + r, b = iq + threadIdx.x;
+            if (a < e0 && b < eq) tile[r][threadIdx.x] = s[sbase + a * p.sstride[0] + b * p.sstride[q]];
+        }
+        __syncthreads();
+        for (unsigned r = threadIdx.y; r < TILE; r += TILE_ROWS) {
+            u64 a = i0 + threadIdx.x, b = iq + r;
+            if (a < e0 && b < eq) {
+                u64 o = dbase + a + b * dstride[q];
+                double v = tile[threadIdx.x][r];
+                if (accumulate) d[o] += alpha * v; else d[o] = v;
+            }
+        }
+        __syncthreads();
+    }
+}
 "#;
+
+/// Edge of the shared-memory tile of `sial_permute_tiled`, and its rows of threads.
+const TILE: usize = 32;
+const TILE_ROWS: u32 = 8;
+/// The tiled permute pays where both tiled dimensions fill most of a tile's warp.
+const TILED_MIN_EXTENT: usize = 16;
 
 /// The argument block of `sial_permute` (same layout as the C struct).
 #[repr(C)]
@@ -163,6 +218,7 @@ struct Kernels {
     add: CudaFunction,
     sub: CudaFunction,
     permute: CudaFunction,
+    permute_tiled: CudaFunction,
 }
 
 /// A device buffer (`None` for an empty one: CUDA has no zero-byte allocations).
@@ -241,6 +297,7 @@ impl CudaDevice {
             add: f("sial_add")?,
             sub: f("sial_sub")?,
             permute: f("sial_permute")?,
+            permute_tiled: f("sial_permute_tiled")?,
         };
         Ok(CudaDevice {
             name,
@@ -402,27 +459,86 @@ impl CudaDevice {
         }
         super::check_len("permute dst", dst_shape.len(), dst.len())?;
         super::check_len("permute src", src_shape.len(), src.len())?;
-        let strides = src_shape.strides();
-        let mut p = PermArgs {
-            rank: dst_shape.rank() as i32,
-            ..PermArgs::default()
-        };
-        for (k, (&e, &q)) in dst_shape.extents().iter().zip(perm).enumerate() {
-            p.ext[k] = e as u64;
-            p.sstride[k] = strides[q] as u64;
-        }
+        let p = perm_args(dst_shape, src_shape, perm);
         let [d, s] = self.for_kernel([dst, src])?;
         let n = dst.len() as u64;
         let acc = i32::from(add.is_some());
         let alpha = add.unwrap_or(1.0);
-        let f = self.kernels.permute.clone();
         let compute = self.compute.clone();
-        let launched = launch(&compute, &f, dst.len(), |b| {
-            b.arg(&d).arg(&s).arg(&p).arg(&alpha).arg(&acc).arg(&n);
-        })?;
+        let launched = match tiled_dimension(&p) {
+            Some(q) => {
+                let f = self.kernels.permute_tiled.clone();
+                let tiles = tiles_of(&p, q);
+                let q = q as i32;
+                let cfg = LaunchConfig {
+                    grid_dim: (tiles.min(65_535) as u32, 1, 1),
+                    block_dim: (TILE as u32, TILE_ROWS, 1),
+                    shared_mem_bytes: 0,
+                };
+                let tiles = tiles as u64;
+                let mut b = compute.launch_builder(&f);
+                b.arg(&d)
+                    .arg(&s)
+                    .arg(&p)
+                    .arg(&q)
+                    .arg(&alpha)
+                    .arg(&acc)
+                    .arg(&tiles);
+                // SAFETY: the arguments are those of `sial_permute_tiled`; the extents and
+                // strides describe buffers of the checked lengths, and q < rank.
+                unsafe { b.launch(cfg) }.map_err(driver)?;
+                true
+            }
+            None => {
+                let f = self.kernels.permute.clone();
+                launch(&compute, &f, dst.len(), |b| {
+                    b.arg(&d).arg(&s).arg(&p).arg(&alpha).arg(&acc).arg(&n);
+                })?
+            }
+        };
         self.counters.kernel_launches += u64::from(launched);
         Ok(())
     }
+}
+
+/// The kernels' description of `dst = perm(src)`: the destination's extents and, for each,
+/// the source's stride.
+fn perm_args(dst_shape: &Shape, src_shape: &Shape, perm: &[usize]) -> PermArgs {
+    let strides = src_shape.strides();
+    let mut p = PermArgs {
+        rank: dst_shape.rank() as i32,
+        ..PermArgs::default()
+    };
+    for (k, (&e, &q)) in dst_shape.extents().iter().zip(perm).enumerate() {
+        p.ext[k] = e as u64;
+        p.sstride[k] = strides[q] as u64;
+    }
+    p
+}
+
+/// The destination dimension that is contiguous in the source, where the permutation moves it
+/// away from the front and both it and the destination's first dimension are long enough for
+/// tiles: the dimensions `sial_permute_tiled` transposes.
+fn tiled_dimension(p: &PermArgs) -> Option<usize> {
+    let rank = usize::try_from(p.rank).ok()?;
+    let q = (1..rank).find(|&k| p.sstride[k] == 1 && p.ext[k] > 1)?;
+    let long = |k: usize| p.ext[k] as usize >= TILED_MIN_EXTENT;
+    (long(0) && long(q)).then_some(q)
+}
+
+/// Tiles of `sial_permute_tiled`: those of dimensions 0 and q, times the other extents.
+fn tiles_of(p: &PermArgs, q: usize) -> usize {
+    let rank = usize::try_from(p.rank).unwrap_or(0);
+    (0..rank)
+        .map(|k| {
+            let e = p.ext[k] as usize;
+            if k == 0 || k == q {
+                e.div_ceil(TILE)
+            } else {
+                e
+            }
+        })
+        .product()
 }
 
 /// Launches `f` on `stream` over `n` elements with the arguments pushed by `args`; false if
@@ -737,6 +853,30 @@ impl Device for CudaDevice {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The tiled dimensions and tile counts of permutations, by `(source extents, perm)`.
+    #[test]
+    fn permutations_that_move_the_contiguous_dimension_are_tiled() -> Result<()> {
+        let cases: [(&[usize], &[usize], Option<(usize, usize)>); 6] = [
+            // A reversal: source dimension 0 lands last; 2 x 2 tiles of 40 x 40, 40 x 40 times.
+            (&[40, 40, 40, 40], &[3, 2, 1, 0], Some((3, 2 * 2 * 40 * 40))),
+            (&[64, 16, 40], &[1, 0, 2], Some((1, 1 * 2 * 40))),
+            // The contiguous dimension stays first: the gather.
+            (&[40, 40, 40, 40], &[0, 2, 1, 3], None),
+            // Too short for tiles.
+            (&[8, 40, 40], &[1, 0, 2], None),
+            (&[40, 8, 40], &[1, 0, 2], None),
+            // Behind a leading extent of 1, source dimension 1 is the contiguous one.
+            (&[1, 40, 40], &[2, 1, 0], Some((1, 2 * 2))),
+        ];
+        for (extents, perm, want) in cases {
+            let src = Shape::new(extents)?;
+            let p = perm_args(&src.permuted(perm)?, &src, perm);
+            let got = tiled_dimension(&p).map(|q| (q, tiles_of(&p, q)));
+            assert_eq!(got, want, "{extents:?} {perm:?}");
+        }
+        Ok(())
+    }
 
     #[test]
     fn discovery_never_panics() -> Result<()> {

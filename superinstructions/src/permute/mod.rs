@@ -275,6 +275,21 @@ fn run<S: Store>(dst: &mut [f64], src: &[f64], loops: &Loops, st: S, may_stream:
             let out = out.as_deref_mut();
             transpose_tiles_staged(dst, src, plane, &cut, buf, out, st);
         });
+    } else if let (false, Some((&batch, rest))) =
+        (stream || cut.tiles != (a.n, b.n), outer.split_first())
+    {
+        // Each plane is one tile: the planes along the first outer loop go in one call.
+        for_each_offset(rest, |doff, soff| {
+            let tile = Tile {
+                d0: doff,
+                s0: soff,
+                na: a.n,
+                nb: b.n,
+                src_row: a.ss,
+                dst_row: b.ds,
+            };
+            tile::transpose_batch(dst, src, tile, batch, st);
+        });
     } else {
         for_each_offset(outer, |doff, soff| {
             let plane = Plane { a, b, doff, soff };

@@ -857,10 +857,12 @@ mod tests {
     /// The tiled dimensions and tile counts of permutations, by `(source extents, perm)`.
     #[test]
     fn permutations_that_move_the_contiguous_dimension_are_tiled() -> Result<()> {
-        let cases: [(&[usize], &[usize], Option<(usize, usize)>); 6] = [
+        type Case = (&'static [usize], &'static [usize], Option<(usize, usize)>);
+        let cases: [Case; 6] = [
             // A reversal: source dimension 0 lands last; 2 x 2 tiles of 40 x 40, 40 x 40 times.
             (&[40, 40, 40, 40], &[3, 2, 1, 0], Some((3, 2 * 2 * 40 * 40))),
-            (&[64, 16, 40], &[1, 0, 2], Some((1, 1 * 2 * 40))),
+            // Extent 16 is one tile, 64 two.
+            (&[64, 16, 40], &[1, 0, 2], Some((1, 2 * 40))),
             // The contiguous dimension stays first: the gather.
             (&[40, 40, 40, 40], &[0, 2, 1, 3], None),
             // Too short for tiles.

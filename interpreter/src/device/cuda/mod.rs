@@ -171,17 +171,37 @@ fn cublas_err(e: blas::CublasError) -> DeviceError {
     }
 }
 
+/// The CUDA libraries sial needs and could not load, in words; empty when all load.
+///
+/// The loader looks for `libcuda.so`, `libcublas.so` and `libnvrtc.so`, or their `.so.12`
+/// (and older) names. CUDA 13 installs only `.so.13` names outside its development files:
+/// linking them under the plain names, in a directory on `LD_LIBRARY_PATH`, is enough
+/// (`benches/gpu/check.sh` does so; measured on CUDA 13.0).
+pub fn missing_libraries() -> Vec<&'static str> {
+    /// A library in words, and whether it loads.
+    type Probe = (&'static str, fn() -> bool);
+    // SAFETY (each probe): it only tries to dlopen a library by its candidate names.
+    let probes: [Probe; 3] = [
+        ("the CUDA driver (libcuda.so.1)", || unsafe {
+            cudarc::driver::sys::is_culib_present()
+        }),
+        ("cuBLAS (libcublas.so or libcublas.so.12)", || unsafe {
+            cudarc::cublas::sys::is_culib_present()
+        }),
+        ("NVRTC (libnvrtc.so or libnvrtc.so.12)", || unsafe {
+            cudarc::nvrtc::sys::is_culib_present()
+        }),
+    ];
+    probes
+        .into_iter()
+        .filter(|(_, present)| !catch_unwind(present).unwrap_or(false))
+        .map(|(name, _)| name)
+        .collect()
+}
+
 /// True if the driver, cuBLAS and NVRTC libraries can all be loaded.
 pub fn libraries_present() -> bool {
-    catch_unwind(|| {
-        // SAFETY: these only try to dlopen the libraries by name.
-        unsafe {
-            cudarc::driver::sys::is_culib_present()
-                && cudarc::cublas::sys::is_culib_present()
-                && cudarc::nvrtc::sys::is_culib_present()
-        }
-    })
-    .unwrap_or(false)
+    missing_libraries().is_empty()
 }
 
 /// Number of GPUs; 0 when CUDA is not installed or no GPU is visible.

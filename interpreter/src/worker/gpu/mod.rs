@@ -67,9 +67,10 @@ pub fn open(options: &GpuOptions, rank: usize) -> Result<Option<Box<dyn Device>>
         }
     };
     if found.is_none() && options.mode == DeviceMode::Gpu {
-        return Err(RuntimeError::input(
-            "--device gpu: no GPU found (no CUDA driver or no device); run with --device cpu or auto",
-        ));
+        return Err(RuntimeError::input(format!(
+            "--device gpu: no GPU found ({}); run with --device cpu or auto",
+            why_no_gpu()
+        )));
     }
     Ok(found)
 }
@@ -88,12 +89,23 @@ pub fn describe(options: &GpuOptions) -> String {
             "CPU and the host-memory device (--gpu-backend host, a testing aid)".into()
         }
         (_, Backend::Cuda) => match gpu_count() {
-            0 if device::cuda::libraries_present() => {
-                "CPU only: the CUDA libraries are present but no GPU is visible".into()
-            }
-            0 => "CPU only: no CUDA driver found".into(),
+            0 => format!("CPU only: {}", why_no_gpu()),
             n => format!("CPU and {n} CUDA GPU{}", if n == 1 { "" } else { "s" }),
         },
+    }
+}
+
+/// Why no CUDA GPU is used, in words: the libraries that could not be loaded, else no device.
+fn why_no_gpu() -> String {
+    let missing = device::cuda::missing_libraries();
+    match missing.first() {
+        None => "the CUDA libraries are present but no GPU is visible".into(),
+        Some(first) if first.starts_with("the CUDA driver") => "no CUDA driver found".into(),
+        Some(_) => format!(
+            "could not load {}; CUDA 13 names them .so.13: link them as lib*.so in a directory \
+             on LD_LIBRARY_PATH",
+            missing.join(", ")
+        ),
     }
 }
 

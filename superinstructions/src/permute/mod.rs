@@ -369,7 +369,13 @@ fn cut(a: Loop, b: Loop, stream: bool) -> Cut {
     let lines = |n: usize| if stream { n.next_multiple_of(LINE) } else { n };
     let square = (lines(tile_len(a.n)), tile_len(b.n));
     let square_streams = stream && square.0 >= STREAM_ROW;
-    if a.ss >= FAR_ROWS && !dst_crowded && !square_streams {
+    // A plane of at most one tile edge each way whose square tile needs neither staging nor
+    // streaming goes to the kernel with the planes beside it (`transpose_batch`): on such
+    // planes that beat the narrow and the mirror cuts (docs/benchmarks.md, "Permutations:
+    // planes of one tile in one call").
+    let batched =
+        a.n <= TILE && b.n <= TILE && !square_streams && !set_conflicts(a.ss, square.0, THRASH);
+    if a.ss >= FAR_ROWS && !dst_crowded && !square_streams && !batched {
         // One destination line (8 elements) of each row per tile, from a few long source rows.
         let tiles = (a.n.min(NARROW), split(b.n, LONG));
         return Cut {
@@ -378,7 +384,7 @@ fn cut(a: Loop, b: Loop, stream: bool) -> Cut {
             stream: false,
         };
     }
-    if b.ds >= FAR_ROWS && !src_crowded {
+    if b.ds >= FAR_ROWS && !src_crowded && !batched {
         // The mirror: a few destination rows, each written in a long run.
         let tiles = (lines(split(a.n, LONG)), b.n.min(NARROW));
         let stream = stream && tiles.0 >= STREAM_ROW;
@@ -808,17 +814,30 @@ mod tests {
                 stream: false
             }
         );
-        // Short destination rows 32 KiB apart, source rows close: the mirror, 8 rows a tile.
+        // Short destination rows 32 KiB apart, source rows close, the plane one tile: square,
+        // so that the planes go to the kernel together (`transpose_batch`), not the mirror.
         let (a, b) = plane(&[16, 16, 16, 16], &[1, 3, 2, 0])?;
         assert_eq!(
             cut(a, b, false),
             Cut {
-                tiles: (16, 8),
+                tiles: (16, 16),
                 staged: false,
                 stream: false
             }
         );
         check_one(&[16, 16, 16, 16], &[1, 3, 2, 0], 24)?;
+        // Source rows 32 KiB apart, in one L1 set: the square tile would be staged, so the
+        // plane stays narrow.
+        let (a, b) = plane(&[16, 16, 16, 16], &[3, 0, 2, 1])?;
+        assert_eq!(
+            cut(a, b, false),
+            Cut {
+                tiles: (8, 16),
+                staged: false,
+                stream: false
+            }
+        );
+        check_one(&[16, 16, 16, 16], &[3, 0, 2, 1], 25)?;
         Ok(())
     }
 

@@ -4,7 +4,9 @@
 //! On x86-64 with AVX the tile is cut into 4×4 blocks, each read as four 32-byte source rows,
 //! transposed in registers and written as four 32-byte destination rows: one vector load and
 //! one vector store per four elements instead of a scalar load and store per element, which
-//! is what kept the scalar transpose at a fraction of a copy's rate. Other targets and CPUs
+//! is what kept the scalar transpose at a fraction of a copy's rate. Batches of tiles whose
+//! sides are multiples of 8 take 8×8 blocks in AVX-512 registers where the CPU has them
+//! ([`transpose_batch`]). Other targets and CPUs
 //! without AVX take the scalar loop ([`by_rows`]). Both give bit-identical results: the
 //! accumulate form multiplies and then adds (no fused multiply-add), like the scalar
 //! `*d += alpha * s`. (Tiles whose short destination rows crowd into a few cache sets took
@@ -62,6 +64,18 @@ pub(super) fn transpose<S: Store>(dst: &mut [f64], src: &[f64], tile: Tile, st: 
     self::by_rows(dst, src, tile, st);
 }
 
+/// Whether a batch of `tile`s goes through 8 × 8 blocks in AVX-512 registers ([`avx512`]):
+/// each source and destination line of such a block is read or written once, whole, so the
+/// lines of the batch's tiles, which often share L1 sets, cannot evict each other half used.
+/// (Single tiles of long planes lost 5–10% by it: docs/benchmarks.md.)
+#[cfg(target_arch = "x86_64")]
+fn eight_by_eight(tile: &Tile) -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    tile.na.is_multiple_of(8)
+        && tile.nb.is_multiple_of(8)
+        && *ON.get_or_init(|| std::arch::is_x86_feature_detected!("avx512f"))
+}
+
 /// [`transpose`] of `batch.n` tiles, tile `r` moved by `r * batch.ds` in the destination and
 /// `r * batch.ss` in the source, in one call: for permutations whose planes are single small
 /// tiles (an 8⁶ block has 4,096 planes of 8 × 8), where a call and its checks per tile cost
@@ -87,12 +101,15 @@ pub(super) fn transpose_batch<S: Store>(
             let last = Tile { d0, s0, ..tile };
             if tile.inside(dst.len(), src.len()) && last.inside(dst.len(), src.len()) {
                 let (d, s) = (dst.as_mut_ptr(), src.as_ptr());
-                // SAFETY: AVX is present, every tile of the batch lies inside the buffers
-                // (above), and `dst` and `src` are distinct borrows.
+                // SAFETY: AVX (and AVX-512F where `eight_by_eight`) is present, every tile of
+                // the batch lies inside the buffers (above), and `dst` and `src` are distinct
+                // borrows.
                 unsafe {
-                    match st.alpha() {
-                        None => avx::transpose_batch::<false>(d, s, tile, batch, 0.0),
-                        Some(alpha) => avx::transpose_batch::<true>(d, s, tile, batch, alpha),
+                    match (st.alpha(), eight_by_eight(&tile)) {
+                        (None, true) => avx512::transpose_batch::<false>(d, s, tile, batch, 0.0),
+                        (Some(a), true) => avx512::transpose_batch::<true>(d, s, tile, batch, a),
+                        (None, false) => avx::transpose_batch::<false>(d, s, tile, batch, 0.0),
+                        (Some(a), false) => avx::transpose_batch::<true>(d, s, tile, batch, a),
                     }
                 }
                 return;
@@ -202,6 +219,121 @@ pub(super) fn fence() {
     unsafe {
         std::arch::x86_64::_mm_sfence()
     };
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use super::{Loop, Tile};
+    use std::arch::x86_64::{
+        __m512d, _mm512_add_pd, _mm512_loadu_pd, _mm512_mul_pd, _mm512_set1_pd,
+        _mm512_shuffle_f64x2, _mm512_storeu_pd, _mm512_unpackhi_pd, _mm512_unpacklo_pd,
+    };
+
+    /// The tile in 8 × 8 blocks; `na` and `nb` are multiples of 8.
+    ///
+    /// # Safety
+    /// AVX-512F must be available and every element of `t` in bounds of `dst` and `src`.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn transpose<const ADD: bool>(
+        dst: *mut f64,
+        src: *const f64,
+        t: Tile,
+        alpha: f64,
+    ) {
+        let a = _mm512_set1_pd(alpha);
+        for k in (0..t.nb).step_by(8) {
+            for i in (0..t.na).step_by(8) {
+                // SAFETY: rows `k..k + 8 <= nb` and columns `i..i + 8 <= na` of the tile,
+                // which the caller checked.
+                unsafe {
+                    let d = dst.add(t.d0 + k * t.dst_row + i);
+                    let s = src.add(t.s0 + i * t.src_row + k);
+                    block::<ADD>(d, t.dst_row, s, t.src_row, a);
+                }
+            }
+        }
+    }
+
+    /// [`super::transpose_batch`] with 8 × 8 blocks.
+    ///
+    /// # Safety
+    /// AVX-512F must be available and every tile of the batch in bounds of `dst` and `src`.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn transpose_batch<const ADD: bool>(
+        dst: *mut f64,
+        src: *const f64,
+        t: Tile,
+        batch: Loop,
+        alpha: f64,
+    ) {
+        for r in 0..batch.n {
+            let tile = Tile {
+                d0: t.d0 + r * batch.ds,
+                s0: t.s0 + r * batch.ss,
+                ..t
+            };
+            // SAFETY: the caller's contract, for each tile.
+            unsafe { transpose::<ADD>(dst, src, tile, alpha) };
+        }
+    }
+
+    /// One 8 × 8 block: source rows `s + i·ss` (8 elements each) become destination rows
+    /// `d + j·ds`. Pairs of rows are interleaved, then 128-bit lanes gathered twice; an
+    /// accumulate multiplies, then adds, as the scalar path does.
+    ///
+    /// # Safety
+    /// AVX-512F must be available and the 8 source and 8 destination rows in bounds.
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    unsafe fn block<const ADD: bool>(d: *mut f64, ds: usize, s: *const f64, ss: usize, a: __m512d) {
+        // SAFETY: the caller's contract.
+        let r: [__m512d; 8] = std::array::from_fn(|i| unsafe { _mm512_loadu_pd(s.add(i * ss)) });
+        // Lane L of t[2p] holds (row 2p, row 2p + 1) at column 2L, of t[2p + 1] at 2L + 1.
+        let t: [__m512d; 8] = std::array::from_fn(|q| {
+            let (x, y) = (r[q & !1], r[q | 1]);
+            if q % 2 == 0 {
+                _mm512_unpacklo_pd(x, y)
+            } else {
+                _mm512_unpackhi_pd(x, y)
+            }
+        });
+        // u: lanes 0, 2 (0x88) or 1, 3 (0xDD) of two row pairs.
+        let lo = |x, y| _mm512_shuffle_f64x2::<0x88>(x, y);
+        let hi = |x, y| _mm512_shuffle_f64x2::<0xDD>(x, y);
+        let (u0, u1, u2, u3) = (
+            lo(t[0], t[2]),
+            hi(t[0], t[2]),
+            lo(t[1], t[3]),
+            hi(t[1], t[3]),
+        );
+        let (u4, u5, u6, u7) = (
+            lo(t[4], t[6]),
+            hi(t[4], t[6]),
+            lo(t[5], t[7]),
+            hi(t[5], t[7]),
+        );
+        let columns = [
+            lo(u0, u4),
+            lo(u2, u6),
+            lo(u1, u5),
+            lo(u3, u7),
+            hi(u0, u4),
+            hi(u2, u6),
+            hi(u1, u5),
+            hi(u3, u7),
+        ];
+        for (j, c) in columns.into_iter().enumerate() {
+            // SAFETY: the caller's contract.
+            unsafe {
+                let p = d.add(j * ds);
+                if ADD {
+                    _mm512_storeu_pd(p, _mm512_add_pd(_mm512_loadu_pd(p), _mm512_mul_pd(a, c)));
+                } else {
+                    _mm512_storeu_pd(p, c);
+                }
+            }
+        }
+    }
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -558,7 +690,15 @@ mod tests {
     /// A batch of tiles gives what the tiles one by one give, for copies and accumulates.
     #[test]
     fn a_batch_is_its_tiles_one_by_one() {
-        for (na, nb, count) in [(8, 8, 8), (5, 7, 3), (4, 4, 1), (2, 9, 4), (21, 23, 2)] {
+        for (na, nb, count) in [
+            (8, 8, 8),
+            (16, 8, 3),
+            (16, 24, 2),
+            (5, 7, 3),
+            (4, 4, 1),
+            (2, 9, 4),
+            (21, 23, 2),
+        ] {
             let tile = Tile {
                 d0: 1,
                 s0: 2,

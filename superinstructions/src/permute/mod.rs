@@ -262,7 +262,13 @@ fn run<S: Store>(dst: &mut [f64], src: &[f64], loops: &Loops, st: S, may_stream:
         }
     }
     let outer = &outer[..n_outer];
-    let cut = cut(a, b, may_stream && st.alpha().is_none() && streams(dst, a));
+    let next_ss = outer.first().map_or(0, |l| l.ss);
+    let cut = cut(
+        a,
+        b,
+        next_ss,
+        may_stream && st.alpha().is_none() && streams(dst, a),
+    );
     let stream = cut.stream;
     let tile_len = cut.tiles.0 * cut.tiles.1;
     let mut out = stream.then(|| Scratch::new(tile_len));
@@ -363,7 +369,10 @@ struct Cut {
 /// Where the destination may stream (`stream`, see [`streams`]), the tiles are square and
 /// their destination rows streamed, also where the source rows are far apart, or long as in
 /// the mirror cut; tile rows are then whole cache lines.
-fn cut(a: Loop, b: Loop, stream: bool) -> Cut {
+///
+/// `next_ss` is the source stride of the loop next outside the plane (0 if none): the loop a
+/// batch of one-tile planes runs along ([`tile::transpose_batch`]).
+fn cut(a: Loop, b: Loop, next_ss: usize, stream: bool) -> Cut {
     let dst_crowded = set_conflicts(b.ds, b.n, CROWDED);
     let src_crowded = set_conflicts(a.ss, a.n, CROWDED);
     let lines = |n: usize| if stream { n.next_multiple_of(LINE) } else { n };
@@ -373,8 +382,9 @@ fn cut(a: Loop, b: Loop, stream: bool) -> Cut {
     // streaming goes to the kernel with the planes beside it (`transpose_batch`): on such
     // planes that beat the narrow and the mirror cuts (docs/benchmarks.md, "Permutations:
     // planes of one tile in one call").
-    let batched =
-        a.n <= TILE && b.n <= TILE && !square_streams && !set_conflicts(a.ss, square.0, THRASH);
+    let one_tile = a.n <= TILE && b.n <= TILE && !square_streams;
+    let conflicts = set_conflicts(a.ss, square.0, THRASH);
+    let batched = one_tile && !conflicts;
     if a.ss >= FAR_ROWS && !dst_crowded && !square_streams && !batched {
         // One destination line (8 elements) of each row per tile, from a few long source rows.
         let tiles = (a.n.min(NARROW), split(b.n, LONG));
@@ -395,13 +405,21 @@ fn cut(a: Loop, b: Loop, stream: bool) -> Cut {
         };
     }
     // The tile kernel reads across all the tile's source rows, so one line of each must stay
-    // in L1 for the whole tile.
+    // in L1 for the whole tile; staged where those rows share L1 sets. Except for one-tile
+    // planes in 8 × 8 blocks, which read each line once, whole, when the batch moves on by
+    // at least 1 KiB in the source: the 16⁴ and 24⁴ reversals ran 1.3–1.4× faster so; where
+    // the batch moves by less (`[3,1,2,0]`), the tiles' lines crowd the same sets and it lost.
+    let unstaged = one_tile && next_ss >= EIGHTS_STEP && tile::eight_wide(a.n, b.n);
     Cut {
         tiles: square,
-        staged: set_conflicts(a.ss, square.0, THRASH),
+        staged: conflicts && !unstaged,
         stream: square_streams,
     }
 }
+
+/// A batch of one-tile planes in 8 × 8 blocks needs no staging when it moves on by at least
+/// this many source elements (1 KiB) per plane (see [`cut`]).
+const EIGHTS_STEP: usize = 128;
 
 /// Rows per L1 set past which a narrow or mirror cut's short side evicts its own lines, and
 /// past which staging the source rows pays ([`set_conflicts`]).
@@ -748,6 +766,23 @@ mod tests {
         Ok(())
     }
 
+    /// One-tile planes whose rows share L1 sets go unstaged in 8 × 8 blocks where the batch
+    /// moves on far enough in the source (the 16⁴ reversal), else staged (`[3,1,2,0]`).
+    #[test]
+    fn eight_wide_batches_need_no_staging() -> Result<(), KernelError> {
+        let (a, b) = plane(&[16, 16, 16, 16], &[3, 2, 1, 0])?;
+        // The reversal's batch runs along source index 2: 256 elements on.
+        let reversal = cut(a, b, 256, false);
+        assert_eq!(reversal.tiles, (16, 16));
+        assert_eq!(reversal.staged, !tile::eight_wide(16, 16));
+        // `[3,1,2,0]`: the batch runs along source index 1, 16 elements on.
+        assert!(cut(a, b, 16, false).staged);
+        check_one(&[16, 16, 16, 16], &[3, 2, 1, 0], 16)?;
+        check_one(&[16, 16, 16, 16], &[3, 1, 2, 0], 17)?;
+        check_one(&[8, 24, 16, 24], &[3, 2, 1, 0], 18)?;
+        Ok(())
+    }
+
     /// The plane loops `a` and `b` of a permutation.
     fn plane(ext: &[usize], perm: &[usize]) -> Result<(Loop, Loop), KernelError> {
         let s = Shape::new(ext)?;
@@ -763,7 +798,7 @@ mod tests {
         // Rows 4 KiB apart: all in one L1 set, staged square tiles.
         let (a, b) = plane(&[512, 40], &[1, 0])?;
         assert_eq!(
-            cut(a, b, false),
+            cut(a, b, 0, false),
             Cut {
                 tiles: (40, 32),
                 staged: true,
@@ -774,7 +809,7 @@ mod tests {
         // Staged with short destination rows.
         let (a, b) = plane(&[512, 20], &[1, 0])?;
         assert_eq!(
-            cut(a, b, false),
+            cut(a, b, 0, false),
             Cut {
                 tiles: (20, 32),
                 staged: true,
@@ -786,7 +821,7 @@ mod tests {
         // Source rows 8 KiB apart: narrow tiles.
         let (a, b) = plane(&[300, 5, 17], &[2, 0, 1])?;
         assert_eq!(
-            cut(a, b, false),
+            cut(a, b, 0, false),
             Cut {
                 tiles: (8, 250),
                 staged: false,
@@ -796,7 +831,7 @@ mod tests {
         // Destination rows far apart, source rows close: the mirror.
         let (a, b) = plane(&[17, 5, 300], &[1, 2, 0])?;
         assert_eq!(
-            cut(a, b, false),
+            cut(a, b, 0, false),
             Cut {
                 tiles: (250, 8),
                 staged: false,
@@ -807,7 +842,7 @@ mod tests {
         // Both close, no conflicts: square tiles.
         let (a, b) = plane(&[100, 70], &[1, 0])?;
         assert_eq!(
-            cut(a, b, false),
+            cut(a, b, 0, false),
             Cut {
                 tiles: (24, 25),
                 staged: false,
@@ -818,7 +853,7 @@ mod tests {
         // so that the planes go to the kernel together (`transpose_batch`), not the mirror.
         let (a, b) = plane(&[16, 16, 16, 16], &[1, 3, 2, 0])?;
         assert_eq!(
-            cut(a, b, false),
+            cut(a, b, 0, false),
             Cut {
                 tiles: (16, 16),
                 staged: false,
@@ -830,7 +865,7 @@ mod tests {
         // plane stays narrow.
         let (a, b) = plane(&[16, 16, 16, 16], &[3, 0, 2, 1])?;
         assert_eq!(
-            cut(a, b, false),
+            cut(a, b, 0, false),
             Cut {
                 tiles: (8, 16),
                 staged: false,
@@ -845,21 +880,21 @@ mod tests {
     fn streamed_cuts_are_square_with_whole_lines() -> Result<(), KernelError> {
         // Far source rows: square staged tiles instead of narrow ones.
         let (a, b) = plane(&[32, 32, 32, 32], &[2, 0, 3, 1])?;
-        assert_eq!(cut(a, b, false).tiles, (8, 32));
+        assert_eq!(cut(a, b, 0, false).tiles, (8, 32));
         let streamed = Cut {
             tiles: (32, 32),
             staged: true,
             stream: true,
         };
-        assert_eq!(cut(a, b, true), streamed);
+        assert_eq!(cut(a, b, 0, true), streamed);
         let (a, b) = plane(&[32, 32, 32, 32], &[3, 2, 1, 0])?;
-        assert_eq!(cut(a, b, true), streamed);
+        assert_eq!(cut(a, b, 0, true), streamed);
         // The mirror keeps its long rows, now streamed; rows rounded up to whole lines.
         let (a, b) = plane(&[17, 8, 300], &[1, 2, 0])?;
         assert_eq!(a.n, 2400);
-        assert_eq!(cut(a, b, false).tiles, (240, 8));
+        assert_eq!(cut(a, b, 0, false).tiles, (240, 8));
         assert_eq!(
-            cut(a, b, true),
+            cut(a, b, 0, true),
             Cut {
                 tiles: (240, 8),
                 staged: false,
@@ -868,7 +903,7 @@ mod tests {
         );
         // Tiles under STREAM_ROW do not stream.
         let (a, b) = plane(&[512, 24], &[1, 0])?;
-        assert!(!cut(a, b, true).stream);
+        assert!(!cut(a, b, 0, true).stream);
         // Only a large destination on a line (placed as the `sial` binary's allocator places
         // blocks), with rows of whole lines, streams.
         let on_a_line = Scratch::new;

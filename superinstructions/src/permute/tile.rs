@@ -70,10 +70,23 @@ pub(super) fn transpose<S: Store>(dst: &mut [f64], src: &[f64], tile: Tile, st: 
 /// (Single tiles of long planes lost 5–10% by it: docs/benchmarks.md.)
 #[cfg(target_arch = "x86_64")]
 fn eight_by_eight(tile: &Tile) -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    tile.na.is_multiple_of(8)
-        && tile.nb.is_multiple_of(8)
-        && *ON.get_or_init(|| std::arch::is_x86_feature_detected!("avx512f"))
+    eight_wide(tile.na, tile.nb)
+}
+
+/// Whether batches of `na × nb` tiles move in 8 × 8 AVX-512 blocks on this CPU.
+pub(super) fn eight_wide(na: usize, nb: usize) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        na.is_multiple_of(8)
+            && nb.is_multiple_of(8)
+            && *ON.get_or_init(|| std::arch::is_x86_feature_detected!("avx512f"))
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (na, nb);
+        false
+    }
 }
 
 /// [`transpose`] of `batch.n` tiles, tile `r` moved by `r * batch.ds` in the destination and

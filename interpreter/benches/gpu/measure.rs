@@ -81,9 +81,10 @@ fn deviation(dev: &mut dyn Device, p: &ContractionPlan, r: &DevBuf, len: usize) 
     let mut pinned = dev.pinned_allocator().alloc(len)?;
     let e = dev.download(&mut pinned, r, 0)?;
     dev.wait(e)?;
-    let (t, v) = (values(len), values(len));
+    // Both operands were filled with the same values.
+    let operand = values(len);
     let mut want = vec![0.0; len];
-    p.execute(&mut want, &t, &v, 0.0)?;
+    p.execute(&mut want, &operand, &operand, 0.0)?;
     let got = pinned.read()?;
     let scale = want
         .iter()
@@ -157,6 +158,7 @@ fn permutations(dev: &mut dyn Device, edges: &[usize]) -> Res<()> {
             let src_shape = Shape::new(&vec![edge; rank])?;
             let len = src_shape.len();
             let (src, dst) = (filled(dev, len)?, dev.alloc(len)?);
+            let src_values = values(len);
             let copy = best(dev, 5, |dev| Ok(dev.copy(&dst, &src)?))?;
             let six: [&[usize]; 2] = [&[5, 4, 3, 2, 1, 0], &[3, 4, 5, 0, 1, 2]];
             let list: &[&[usize]] = if rank == 6 { &six } else { &perms };
@@ -172,7 +174,7 @@ fn permutations(dev: &mut dyn Device, edges: &[usize]) -> Res<()> {
                 sial_superinstructions::permute(
                     &mut want,
                     &dst_shape,
-                    &values(len),
+                    &src_values,
                     &src_shape,
                     perm,
                 )?;

@@ -29,6 +29,16 @@ pub(super) struct Tile {
 }
 
 impl Tile {
+    /// Tile `r` of a batch along `batch`: moved by `r * batch.ds` in the destination and
+    /// `r * batch.ss` in the source.
+    fn along(self, batch: Loop, r: usize) -> Tile {
+        Tile {
+            d0: self.d0 + r * batch.ds,
+            s0: self.s0 + r * batch.ss,
+            ..self
+        }
+    }
+
     /// Whether every element the tile reads and writes lies inside the buffers; the vector
     /// path relies on it instead of per-element bounds checks.
     fn inside(&self, dst_len: usize, src_len: usize) -> bool {
@@ -64,16 +74,10 @@ pub(super) fn transpose<S: Store>(dst: &mut [f64], src: &[f64], tile: Tile, st: 
     self::by_rows(dst, src, tile, st);
 }
 
-/// Whether a batch of `tile`s goes through 8 × 8 blocks in AVX-512 registers ([`avx512`]):
-/// each source and destination line of such a block is read or written once, whole, so the
-/// lines of the batch's tiles, which often share L1 sets, cannot evict each other half used.
-/// (Single tiles of long planes lost 5–10% by it: docs/benchmarks.md.)
-#[cfg(target_arch = "x86_64")]
-fn eight_by_eight(tile: &Tile) -> bool {
-    eight_wide(tile.na, tile.nb)
-}
-
-/// Whether batches of `na × nb` tiles move in 8 × 8 AVX-512 blocks on this CPU.
+/// Whether a batch of `na × nb` tiles goes through 8 × 8 blocks in AVX-512 registers on this
+/// CPU ([`avx512`]): each source and destination line of such a block is read or written once,
+/// whole, so the lines of the batch's tiles, which often share L1 sets, cannot evict each
+/// other half used. (Single tiles of long planes lost 5–10% by it: docs/benchmarks.md.)
 pub(super) fn eight_wide(na: usize, nb: usize) -> bool {
     #[cfg(target_arch = "x86_64")]
     {
@@ -100,11 +104,6 @@ pub(super) fn transpose_batch<S: Store>(
     batch: Loop,
     st: S,
 ) {
-    let nth = |r: usize| Tile {
-        d0: tile.d0 + r * batch.ds,
-        s0: tile.s0 + r * batch.ss,
-        ..tile
-    };
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx") && batch.n > 0 {
         // The offsets grow with `r`: the first and the last tile inside means all are.
@@ -114,11 +113,11 @@ pub(super) fn transpose_batch<S: Store>(
             let last = Tile { d0, s0, ..tile };
             if tile.inside(dst.len(), src.len()) && last.inside(dst.len(), src.len()) {
                 let (d, s) = (dst.as_mut_ptr(), src.as_ptr());
-                // SAFETY: AVX (and AVX-512F where `eight_by_eight`) is present, every tile of
+                // SAFETY: AVX (and AVX-512F where `eight_wide`) is present, every tile of
                 // the batch lies inside the buffers (above), and `dst` and `src` are distinct
                 // borrows.
                 unsafe {
-                    match (st.alpha(), eight_by_eight(&tile)) {
+                    match (st.alpha(), eight_wide(tile.na, tile.nb)) {
                         (None, true) => avx512::transpose_batch::<false>(d, s, tile, batch, 0.0),
                         (Some(a), true) => avx512::transpose_batch::<true>(d, s, tile, batch, a),
                         (None, false) => avx::transpose_batch::<false>(d, s, tile, batch, 0.0),
@@ -130,7 +129,7 @@ pub(super) fn transpose_batch<S: Store>(
         }
     }
     for r in 0..batch.n {
-        transpose(dst, src, nth(r), st);
+        transpose(dst, src, tile.along(batch, r), st);
     }
 }
 
@@ -280,13 +279,8 @@ mod avx512 {
         alpha: f64,
     ) {
         for r in 0..batch.n {
-            let tile = Tile {
-                d0: t.d0 + r * batch.ds,
-                s0: t.s0 + r * batch.ss,
-                ..t
-            };
             // SAFETY: the caller's contract, for each tile.
-            unsafe { transpose::<ADD>(dst, src, tile, alpha) };
+            unsafe { transpose::<ADD>(dst, src, t.along(batch, r), alpha) };
         }
     }
 
@@ -430,13 +424,8 @@ mod avx {
         alpha: f64,
     ) {
         for r in 0..batch.n {
-            let tile = Tile {
-                d0: t.d0 + r * batch.ds,
-                s0: t.s0 + r * batch.ss,
-                ..t
-            };
             // SAFETY: the caller's contract, for each tile.
-            unsafe { transpose::<ADD>(dst, src, tile, alpha) };
+            unsafe { transpose::<ADD>(dst, src, t.along(batch, r), alpha) };
         }
     }
 

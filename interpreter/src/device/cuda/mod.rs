@@ -171,6 +171,9 @@ fn cublas_err(e: blas::CublasError) -> DeviceError {
     }
 }
 
+/// The CUDA driver, as [`missing_libraries`] names it.
+pub const DRIVER: &str = "the CUDA driver (libcuda.so.1)";
+
 /// The CUDA libraries sial needs and could not load, in words; empty when all load.
 ///
 /// The loader looks for `libcuda.so`, `libcublas.so` and `libnvrtc.so`, or their `.so.12`
@@ -182,7 +185,7 @@ pub fn missing_libraries() -> Vec<&'static str> {
     type Probe = (&'static str, fn() -> bool);
     // SAFETY (each probe): it only tries to dlopen a library by its candidate names.
     let probes: [Probe; 3] = [
-        ("the CUDA driver (libcuda.so.1)", || unsafe {
+        (DRIVER, || unsafe {
             cudarc::driver::sys::is_culib_present()
         }),
         ("cuBLAS (libcublas.so or libcublas.so.12)", || unsafe {

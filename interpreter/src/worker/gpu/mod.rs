@@ -100,7 +100,7 @@ fn why_no_gpu() -> String {
     let missing = device::cuda::missing_libraries();
     match missing.first() {
         None => "the CUDA libraries are present but no GPU is visible".into(),
-        Some(first) if first.starts_with("the CUDA driver") => "no CUDA driver found".into(),
+        Some(&first) if first == device::cuda::DRIVER => "no CUDA driver found".into(),
         Some(_) => format!(
             "could not load {}; CUDA 13 names them .so.13: link them as lib*.so in a directory \
              on LD_LIBRARY_PATH",

@@ -48,7 +48,7 @@ fn main() {
         let total = (count as usize * n * 8) as f64 / 1e6;
         let blocks: Vec<Block> = (0..count)
             .map(|b| Block {
-                shape: vec![n],
+                shape: [n].into(),
                 data: (0..n).map(|i| (i as f64) * 0.5 + f64::from(b)).collect(),
             })
             .collect();

@@ -358,7 +358,7 @@ mod tests {
             parents: [0; 6],
         };
         let block = |n: usize| Block {
-            shape: vec![n],
+            shape: [n].into(),
             data: (0..n).map(|x| x as f64 * 0.25).collect(),
         };
         let mut saved = Saved::new();
@@ -402,7 +402,7 @@ mod tests {
         let full = std::fs::File::options().write(true).open("/dev/full");
         if let Ok(full) = full {
             let big = Block {
-                shape: vec![1 << 18],
+                shape: [1 << 18].into(),
                 data: vec![1.5; 1 << 18],
             };
             let e = encode(full, SERVER_MAGIC, &big).expect_err("/dev/full takes nothing");
@@ -445,7 +445,7 @@ mod tests {
         c.persisted.statics.insert(
             "s".into(),
             Block {
-                shape: vec![2, 3],
+                shape: [2, 3].into(),
                 data: (0..6).map(f64::from).collect(),
             },
         );
@@ -462,7 +462,7 @@ mod tests {
             parents: [0; 6],
         };
         let block = Block {
-            shape: vec![3],
+            shape: [3].into(),
             data: vec![1.0, 2.0, 3.0],
         };
         saved.insert("t2".into(), [(key, Arc::new(block.clone()))].into());
@@ -507,7 +507,7 @@ mod tests {
                 // 3 × 2.4 MB: several 1 MiB pieces for the checksum and the reader.
                 let data = (0..300_000).map(|i| f64::from(i * s) * 0.5 - 1e3).collect();
                 let block = Block {
-                    shape: vec![600, 500],
+                    shape: [600, 500].into(),
                     data,
                 };
                 (key, Arc::new(block))

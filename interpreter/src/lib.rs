@@ -9,6 +9,7 @@ pub mod cluster;
 pub mod device;
 pub mod dump;
 pub mod error;
+pub mod extents;
 pub mod job;
 pub mod layout;
 pub mod options;

@@ -5,10 +5,12 @@ use std::cell::Cell;
 use std::collections::HashMap;
 use std::rc::Rc;
 
+pub use crate::extents::Extents;
+
 /// A dense block: shape and column-major data.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Block {
-    pub shape: Vec<usize>,
+    pub shape: Extents,
     pub data: Vec<f64>,
 }
 
@@ -21,14 +23,14 @@ impl Block {
     /// A block of zeros; an error, not an abort of the process, when the element count
     /// overflows or the allocator refuses the memory (the size checks against the budgets come
     /// first; this is for a machine with less free memory than the budgets allow).
-    pub fn zeros(shape: Vec<usize>) -> crate::error::Result<Block> {
-        Block::allocate(shape, crate::spare::zeros)
+    pub fn zeros(shape: impl AsRef<[usize]>) -> crate::error::Result<Block> {
+        Block::allocate(shape.as_ref(), crate::spare::zeros)
     }
 
     /// A block whose every element the caller writes before reading any: its values are
     /// unspecified (a spare buffer's old values, or zeros). As [`Block::zeros`] otherwise.
-    pub fn overwritable(shape: Vec<usize>) -> crate::error::Result<Block> {
-        Block::allocate(shape, crate::spare::overwritable)
+    pub fn overwritable(shape: impl AsRef<[usize]>) -> crate::error::Result<Block> {
+        Block::allocate(shape.as_ref(), crate::spare::overwritable)
     }
 
     /// A copy of the block (in a spare buffer where there is one), as [`Block::zeros`] where
@@ -36,20 +38,25 @@ impl Block {
     pub fn copy(&self) -> crate::error::Result<Block> {
         match crate::spare::copy(&self.data) {
             Some(data) => Ok(Block {
-                shape: self.shape.clone(),
+                shape: self.shape,
                 data,
             }),
             None => Err(out_of_memory(&self.shape)),
         }
     }
 
+    /// Also an error for more than six extents, which validated bytecode never declares.
     fn allocate(
-        shape: Vec<usize>,
+        shape: &[usize],
         data: fn(usize) -> Option<Vec<f64>>,
     ) -> crate::error::Result<Block> {
-        match block_bytes(&shape).and_then(|bytes| data(bytes / 8)) {
-            Some(data) => Ok(Block { shape, data }),
-            None => Err(out_of_memory(&shape)),
+        let extents = Extents::of(shape)?;
+        match block_bytes(shape).and_then(|bytes| data(bytes / 8)) {
+            Some(data) => Ok(Block {
+                shape: extents,
+                data,
+            }),
+            None => Err(out_of_memory(shape)),
         }
     }
 }
@@ -236,7 +243,7 @@ mod tests {
         // More than the address space: refused, not an abort.
         assert_eq!(zeroed(1 << 61), None);
         let b = Block::zeros(vec![2, 3]).expect("a small block");
-        assert_eq!((b.shape, b.data), (vec![2, 3], vec![0.0; 6]));
+        assert_eq!((b.shape.to_vec(), b.data), (vec![2, 3], vec![0.0; 6]));
         let e = Block::zeros(vec![1 << 40, 1 << 30]).expect_err("overflowing size");
         assert!(e.to_string().contains("too many bytes"), "{e}");
         let e = Block::zeros(vec![1 << 23, 1 << 23, 1 << 1]).expect_err("too big");

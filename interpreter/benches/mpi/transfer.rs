@@ -70,7 +70,7 @@ fn main() {
                         from: FROM,
                         array: 0,
                         key: KEY,
-                        shape: vec![n],
+                        shape: [n].into(),
                         op: PutOp::Replace,
                         payload: Payload::Block(p),
                     };
@@ -129,7 +129,7 @@ fn main() {
             }
             Link::Server(s) => {
                 let block = Arc::new(Block {
-                    shape: vec![n],
+                    shape: [n].into(),
                     data: vec![2.0; n],
                 });
                 world.barrier();

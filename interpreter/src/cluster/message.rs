@@ -2,7 +2,7 @@
 //! section number (barriers passed) and the source line of the instruction, so that a server
 //! can check consistency (§7.7) and name the line in its messages.
 
-use crate::store::{Block, BlockKey};
+use crate::store::{Block, BlockKey, Extents};
 use serde::{Deserialize, Serialize};
 use sial_bytecode::PutOp;
 use std::sync::Arc;
@@ -43,7 +43,7 @@ pub enum ToServer {
         from: Origin,
         array: u32,
         key: BlockKey,
-        shape: Vec<usize>,
+        shape: Extents,
         op: PutOp,
         payload: Payload,
     },
@@ -263,7 +263,7 @@ mod data_length {
 /// A block in a serialised message: its shape and the length of its data (see `data_length`).
 mod block_shape {
     use super::data_length::buffer;
-    use crate::store::Block;
+    use crate::store::{Block, Extents};
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
     use std::sync::Arc;
 
@@ -272,7 +272,7 @@ mod block_shape {
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Arc<Block>, D::Error> {
-        let (shape, n) = <(Vec<usize>, u64)>::deserialize(d)?;
+        let (shape, n) = <(Extents, u64)>::deserialize(d)?;
         Ok(Arc::new(Block {
             shape,
             data: buffer(n)?,
@@ -283,7 +283,7 @@ mod block_shape {
 /// The blocks of a snapshot, as `block_shape`.
 mod blocks_shape {
     use super::data_length::buffer;
-    use crate::store::{Block, BlockKey};
+    use crate::store::{Block, BlockKey, Extents};
     use serde::{Deserialize, Deserializer, Serializer};
     use std::sync::Arc;
 
@@ -301,7 +301,7 @@ mod blocks_shape {
     pub fn deserialize<'de, D: Deserializer<'de>>(
         d: D,
     ) -> Result<Vec<(BlockKey, Arc<Block>)>, D::Error> {
-        Vec::<(BlockKey, Vec<usize>, u64)>::deserialize(d)?
+        Vec::<(BlockKey, Extents, u64)>::deserialize(d)?
             .into_iter()
             .map(|(key, shape, n)| {
                 Ok((

@@ -10,7 +10,7 @@
 
 use super::race::Mode;
 use crate::error::{Result, RuntimeError};
-use crate::store::{Block, BlockKey, KeyMap};
+use crate::store::{Block, BlockKey, Extents, KeyMap};
 use crate::sum::{
     compensated_add_block, compensated_add_scalar, compensated_start_block,
     compensated_start_scalar,
@@ -58,7 +58,9 @@ pub struct Slot {
     pub mode: Mode,
     pub section: u32,
     data: Option<Arc<Block>>,
-    shape: Vec<usize>,
+    /// The shape of a block whose values are only on disk (`data` is `None`); boxed, because
+    /// most blocks never spill and a slot is one of up to 10⁵ in a hash table.
+    spilled: Option<Box<Extents>>,
     /// Offset of the block's place in its array file, once it has one.
     place: Option<u64>,
     /// The disk copy (if any) is older than the memory copy.
@@ -68,7 +70,11 @@ pub struct Slot {
 
 impl Slot {
     fn bytes(&self) -> usize {
-        self.shape.iter().product::<usize>() * 8
+        match (&self.data, &self.spilled) {
+            (Some(b), _) => b.data.len() * 8,
+            (None, Some(shape)) => shape.iter().product::<usize>() * 8,
+            (None, None) => 0,
+        }
     }
 }
 
@@ -327,6 +333,7 @@ impl BlockStore {
                 &[("bytes", bytes.into())],
             );
         }
+        slot.spilled = Some(Box::new(data.shape));
         slot.data = None;
         self.lru.remove(&slot.last_use);
         self.account(0, bytes);
@@ -354,6 +361,7 @@ impl BlockStore {
         );
         if let Some(s) = self.arrays[array as usize].blocks.get_mut(&key) {
             s.data = Some(Arc::new(block));
+            s.spilled = None;
             self.clock += 1;
             s.last_use = self.clock;
             self.lru.insert(self.clock, (array, key));
@@ -395,10 +403,10 @@ impl BlockStore {
             ))
         })?;
         self.stats.bytes_read += bytes as u64;
-        Ok(Block {
-            shape: slot.shape.clone(),
-            data,
-        })
+        let shape = slot.spilled.as_deref().copied().ok_or_else(|| {
+            RuntimeError::new("internal: reading back a block that was not spilled")
+        })?;
+        Ok(Block { shape, data })
     }
 
     /// The block, from memory or read back from disk.
@@ -464,12 +472,12 @@ impl BlockStore {
             mode: Mode::None,
             section,
             data: None,
-            shape: Vec::new(),
+            spilled: None,
             place: None,
             dirty: true,
             last_use: clock,
         });
-        slot.shape.clone_from(&block.shape);
+        slot.spilled = None;
         slot.data = Some(Arc::new(block));
         slot.dirty = true;
         slot.last_use = clock;
@@ -490,7 +498,7 @@ impl BlockStore {
         f: impl FnOnce(&mut Block) -> Result<()>,
     ) -> Result<()> {
         if !self.contains(array, &key) {
-            self.replace(array, key, Block::zeros(shape.to_vec())?, section)?;
+            self.replace(array, key, Block::zeros(shape)?, section)?;
         } else {
             self.reload(array, key)?;
         }
@@ -691,7 +699,7 @@ mod tests {
                 let mut saved = Saved::new();
                 for (k, t) in order.iter().enumerate() {
                     let from = Origin { worker: (k % 3) as u32, section: 0, line: 1 };
-                    let put = ToServer::Put { from, array: 0, key: key(1), shape: vec![4], op: PutOp::Accumulate, payload: Payload::Block(vec![*t, -*t, t * 1e-9, 1.0]) };
+                    let put = ToServer::Put { from, array: 0, key: key(1), shape: [4].into(), op: PutOp::Accumulate, payload: Payload::Block(vec![*t, -*t, t * 1e-9, 1.0]) };
                     server.handle(put, &mut saved, &mut |_, _| Ok(())).expect("put");
                 }
                 let mut got = None;
@@ -728,7 +736,7 @@ mod tests {
                             (_, Some(d)) => Payload::Block(d),
                         };
                         let exists = model.contains_key(&(a, b));
-                        let r = server.handle(ToServer::Put { from, array: a, key: key(b), shape: vec![4], op, payload: payload.clone() }, &mut saved, &mut |_, _| Ok(()));
+                        let r = server.handle(ToServer::Put { from, array: a, key: key(b), shape: [4].into(), op, payload: payload.clone() }, &mut saved, &mut |_, _| Ok(()));
                         if op == PutOp::Scale && !exists {
                             prop_assert!(r.is_err());
                             continue;

@@ -7,7 +7,7 @@ pub mod race;
 
 use crate::cluster::message::{Origin, Payload, ServerStats, ToServer, ToWorker};
 use crate::error::{Result, RuntimeError};
-use crate::store::{Block, BlockKey, block_text};
+use crate::store::{Block, BlockKey, Extents, block_text};
 use blocks::Addend;
 use blocks::{BlockStore, Spill};
 use race::{Access, Mode};
@@ -331,7 +331,7 @@ impl<'p> Server<'p> {
         from: Origin,
         array: u32,
         key: BlockKey,
-        shape: Vec<usize>,
+        shape: Extents,
         op: PutOp,
         payload: Payload,
     ) -> Result<()> {
@@ -531,7 +531,7 @@ mod tests {
             from: from(worker),
             array: 0,
             key: key(),
-            shape: vec![2],
+            shape: [2].into(),
             op: PutOp::Accumulate,
             payload: Payload::Block(vec![1.0, 2.0]),
         };

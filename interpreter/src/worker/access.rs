@@ -5,7 +5,7 @@ use super::Worker;
 use super::remote::Wanted;
 use crate::error::{Result, RuntimeError};
 use crate::layout::Layout;
-use crate::store::{Block, BlockKey, Region, Storage};
+use crate::store::{Block, BlockKey, Extents, Region, Storage};
 use sial_bytecode::{ArrayKind, ArraySlot, BlockRef, IndexKind, IndexSlot, Operand, RegionRef};
 use std::ops::Deref;
 use std::sync::Arc;
@@ -75,13 +75,18 @@ impl Worker<'_> {
 
     /// The key and shape of the block a selector designates now; checks every segment against
     /// the array's declared range.
-    pub(crate) fn locate(&self, r: &BlockRef) -> Result<(BlockKey, Vec<usize>)> {
+    pub(crate) fn locate(&self, r: &BlockRef) -> Result<(BlockKey, Extents)> {
         let array = &self.program.arrays[r.array.index()];
         let mut key = BlockKey {
             segments: [1; 6],
             parents: [0; 6],
         };
-        let mut shape = Vec::with_capacity(array.dims.len());
+        let mut shape = Extents::zeroed(array.dims.len()).ok_or_else(|| {
+            RuntimeError::new(format!(
+                "internal: array {} has over six dimensions",
+                array.name
+            ))
+        })?;
         for (d, (&used, &declared)) in r.indices.iter().zip(&array.dims).enumerate() {
             let v = self.index_value(used)?;
             let range = self.layout.range(declared);
@@ -107,7 +112,7 @@ impl Worker<'_> {
             }
             key.segments[d] = v;
             key.parents[d] = parent_value;
-            shape.push(self.layout.extent(declared, v, parent_value));
+            shape[d] = self.layout.extent(declared, v, parent_value);
         }
         self.fits(&shape, &|| self.block_text(r.array, &key))?;
         Ok((key, shape))
@@ -201,7 +206,7 @@ impl Worker<'_> {
             }),
             Storage::Whole(whole) => {
                 let origin = self.static_origin(r.array, &key);
-                Ok(BlockRead::Owned(extract(whole, &origin, shape)?))
+                Ok(BlockRead::Owned(extract(whole, &origin, &shape)?))
             }
             Storage::Regions(_) | Storage::Unused => Err(RuntimeError::new(format!(
                 "internal: {} has no blocks",
@@ -316,7 +321,7 @@ impl Worker<'_> {
     }
 
     /// The shape a destination block has (for intent w).
-    pub(crate) fn shape_of(&self, r: &BlockRef) -> Result<Vec<usize>> {
+    pub(crate) fn shape_of(&self, r: &BlockRef) -> Result<Extents> {
         Ok(self.locate(r)?.1)
     }
 
@@ -413,12 +418,12 @@ impl Worker<'_> {
         let Storage::Regions(regions) = &self.memory[r.array.index()] else {
             unreachable_storage()?
         };
-        extract(&regions[i].block, &origin, shape)
+        extract(&regions[i].block, &origin, &shape)
     }
 
     pub(crate) fn write_region(&mut self, r: &RegionRef, block: &Block) -> Result<()> {
         let (lower, upper, shape) = self.region_bounds(r)?;
-        if shape != block.shape {
+        if block.shape != shape {
             return Err(RuntimeError::program(format!(
                 "region {} has shape {:?} but the block assigned to it has shape {:?}",
                 self.region_text(r.array, &lower, &upper),
@@ -490,10 +495,10 @@ impl Worker<'_> {
         }
     }
 
-    pub(crate) fn operand_shape(&self, o: &Operand) -> Result<Vec<usize>> {
+    pub(crate) fn operand_shape(&self, o: &Operand) -> Result<Extents> {
         match o {
             Operand::Block(r) => self.shape_of(r),
-            Operand::Region(r) => Ok(self.region_bounds(r)?.2),
+            Operand::Region(r) => Extents::of(&self.region_bounds(r)?.2),
         }
     }
 
@@ -562,22 +567,17 @@ fn unreachable_storage<T>() -> Result<T> {
 }
 
 /// Copies the sub-array of `src` at `origin` with `shape` into a new block.
-pub(crate) fn extract(src: &Block, origin: &[usize], shape: Vec<usize>) -> Result<Block> {
+pub(crate) fn extract(src: &Block, origin: &[usize], shape: &[usize]) -> Result<Block> {
     let mut out = Block::zeros(shape)?;
-    for_each_line(
-        &src.shape,
-        origin,
-        &out.shape.clone(),
-        |src_at, dst_at, n| {
-            out.data[dst_at..dst_at + n].copy_from_slice(&src.data[src_at..src_at + n]);
-        },
-    );
+    for_each_line(&src.shape, origin, shape, |src_at, dst_at, n| {
+        out.data[dst_at..dst_at + n].copy_from_slice(&src.data[src_at..src_at + n]);
+    });
     Ok(out)
 }
 
 /// Writes `block` into `dst` at `origin`.
 pub(crate) fn paste(dst: &mut Block, origin: &[usize], block: &Block) {
-    let shape = dst.shape.clone();
+    let shape = dst.shape;
     for_each_line(&shape, origin, &block.shape, |dst_at, src_at, n| {
         dst.data[dst_at..dst_at + n].copy_from_slice(&block.data[src_at..src_at + n]);
     });
@@ -640,10 +640,10 @@ mod tests {
     fn extract_and_paste_round_trip() {
         // 4x3 column-major 0..12; the 2x2 box at (1,1) holds 5, 6, 9, 10.
         let whole = Block {
-            shape: vec![4, 3],
+            shape: [4, 3].into(),
             data: (0..12).map(f64::from).collect(),
         };
-        let b = extract(&whole, &[1, 1], vec![2, 2]).expect("extract");
+        let b = extract(&whole, &[1, 1], &[2, 2]).expect("extract");
         assert_eq!(b.data, vec![5.0, 6.0, 9.0, 10.0]);
         let mut target = Block::zeros(vec![4, 3]).expect("zeros");
         paste(&mut target, &[1, 1], &b);

@@ -5,7 +5,7 @@ use super::Worker;
 use crate::error::{Result, RuntimeError};
 use crate::print;
 use crate::specials::{Arg, ArgKind, Context};
-use crate::store::{Block, Storage};
+use crate::store::{Block, Extents, Storage};
 use sial_bytecode::{ArrayKind, ExecArg, Intent, Operand, Persistent, PrintItem, SpecialSlot};
 
 impl Worker<'_> {
@@ -128,7 +128,7 @@ impl Worker<'_> {
                     name: self.array_name(r.array).to_string(),
                     rank: r.indices.len(),
                     segments: key.rank_segments(r.indices.len()).to_vec(),
-                    shape: b.shape,
+                    shape: b.shape.to_vec(),
                     data: b.data,
                 }
             }
@@ -145,7 +145,7 @@ impl Worker<'_> {
                     name: self.array_name(r.array).to_string(),
                     rank: b.shape.len(),
                     segments: lower,
-                    shape: b.shape,
+                    shape: b.shape.to_vec(),
                     data,
                 }
             }
@@ -166,7 +166,7 @@ impl Worker<'_> {
                         name,
                         rank,
                         segments: Vec::new(),
-                        shape: b.shape.clone(),
+                        shape: b.shape.to_vec(),
                         data: if zero {
                             vec![0.0; b.data.len()]
                         } else {
@@ -200,14 +200,14 @@ impl Worker<'_> {
             ExecArg::Block(r) => self.write_block(
                 r,
                 Block {
-                    shape: arg.shape,
+                    shape: Extents::of(&arg.shape)?,
                     data: arg.data,
                 },
             ),
             ExecArg::Region(r) => self.write_region(
                 r,
                 &Block {
-                    shape: arg.shape,
+                    shape: Extents::of(&arg.shape)?,
                     data: arg.data,
                 },
             ),

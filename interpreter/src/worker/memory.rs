@@ -7,7 +7,7 @@ use crate::error::{Result, RuntimeError};
 use crate::layout::Layout;
 use crate::options::Options;
 use crate::setup::Setup;
-use crate::store::{Block, BlockMap, Held, Storage};
+use crate::store::{Block, BlockMap, Extents, Held, Storage};
 use sial_bytecode::{ArrayKind, Program};
 use std::io::Write;
 use std::ops::{Index, IndexMut};
@@ -130,7 +130,7 @@ fn predefined_array(
 ) -> Result<Block> {
     match setup.arrays.get(name) {
         Some(a) if a.shape == shape => Ok(Block {
-            shape: shape.to_vec(),
+            shape: Extents::of(shape)?,
             data: a.data.clone(),
         }),
         Some(a) => Err(RuntimeError::input(format!(
@@ -142,7 +142,7 @@ fn predefined_array(
                 warnings,
                 "WARNING:  No data for predefined static array {name}; it is zero-filled"
             );
-            Ok(Block::zeros(shape.to_vec())?)
+            Ok(Block::zeros(shape)?)
         }
     }
 }

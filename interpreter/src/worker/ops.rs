@@ -108,7 +108,7 @@ impl Worker<'_> {
             Op::Slice { dst, src } => {
                 let sub = self.sub_block(src)?;
                 let whole = self.block_by_key(src, &sub.key, &sub.super_shape)?;
-                let part = super::access::extract(&whole, &sub.origin, sub.shape.clone())?;
+                let part = super::access::extract(&whole, &sub.origin, &sub.shape)?;
                 if part.shape != self.shape_of(dst)? {
                     return Err(RuntimeError::program(
                         "slice: the sub-block and the destination block differ in shape",
@@ -292,7 +292,7 @@ impl Worker<'_> {
                             .offset(x, self.layout.range(x).lo, key.segments[d])
                     })
                     .collect();
-                super::access::extract(whole, &origin, shape.to_vec())
+                super::access::extract(whole, &origin, shape)
             }
             _ => Err(RuntimeError::new("internal: no blocks")),
         }

@@ -8,7 +8,7 @@
 //! terms, so the server's sum is the one the terms sent one by one would give.
 
 use crate::cluster::message::{Origin, Payload, ToServer};
-use crate::store::{BlockKey, KeyMap};
+use crate::store::{BlockKey, Extents, KeyMap};
 use crate::sum::{compensated_add_block, compensated_start_block};
 use sial_bytecode::PutOp;
 
@@ -19,7 +19,7 @@ struct Pending {
     from: Origin,
     array: u32,
     key: BlockKey,
-    shape: Vec<usize>,
+    shape: Extents,
     hi: Vec<f64>,
     /// The low part, from the second term on.
     lo: Option<Vec<f64>>,
@@ -152,7 +152,7 @@ impl Sums {
             return Added::NotHeld;
         };
         let p = &mut sums.pending[i];
-        if p.shape != shape || p.hi.len() != data.len() {
+        if p.shape.as_slice() != shape || p.hi.len() != data.len() {
             return Added::No;
         }
         match p.lo.as_mut() {
@@ -215,13 +215,7 @@ fn bytes_of(p: &Pending) -> usize {
 }
 
 /// A `put +=` of `data` to the block.
-fn accumulate(
-    from: Origin,
-    array: u32,
-    key: BlockKey,
-    shape: Vec<usize>,
-    data: Vec<f64>,
-) -> ToServer {
+fn accumulate(from: Origin, array: u32, key: BlockKey, shape: Extents, data: Vec<f64>) -> ToServer {
     ToServer::Put {
         from,
         array,
@@ -246,7 +240,7 @@ fn requests(p: Pending) -> Vec<(usize, ToServer)> {
     let lo = lo.filter(|lo| lo.iter().any(|&x| x != 0.0));
     let mut out = Vec::with_capacity(2);
     if let Some(lo) = lo {
-        out.push((server, accumulate(from, array, key, shape.clone(), hi)));
+        out.push((server, accumulate(from, array, key, shape, hi)));
         out.push((server, accumulate(from, array, key, shape, lo)));
     } else {
         out.push((server, accumulate(from, array, key, shape, hi)));
@@ -291,21 +285,27 @@ mod tests {
     fn terms_to_one_block_go_as_one_sum_in_order_of_first_terms() {
         let mut s = Sums::default();
         assert!(
-            s.add(1, accumulate(from(10), 3, key(1), vec![2], vec![1.0, 2.0]))
-                .is_none()
+            s.add(
+                1,
+                accumulate(from(10), 3, key(1), [2].into(), vec![1.0, 2.0])
+            )
+            .is_none()
         );
         assert!(
-            s.add(0, accumulate(from(11), 3, key(2), vec![1], vec![5.0]))
-                .is_none()
-        );
-        assert!(
-            s.add(1, accumulate(from(12), 3, key(1), vec![2], vec![1e16, 1.0]))
+            s.add(0, accumulate(from(11), 3, key(2), [1].into(), vec![5.0]))
                 .is_none()
         );
         assert!(
             s.add(
                 1,
-                accumulate(from(12), 3, key(1), vec![2], vec![-1e16, 4.0])
+                accumulate(from(12), 3, key(1), [2].into(), vec![1e16, 1.0])
+            )
+            .is_none()
+        );
+        assert!(
+            s.add(
+                1,
+                accumulate(from(12), 3, key(1), [2].into(), vec![-1e16, 4.0])
             )
             .is_none()
         );
@@ -324,9 +324,9 @@ mod tests {
     #[test]
     fn all_sums_go_array_by_array() {
         let mut s = Sums::default();
-        s.add(0, accumulate(from(1), 5, key(0), vec![1], vec![1.0]));
-        s.add(0, accumulate(from(2), 2, key(1), vec![1], vec![2.0]));
-        s.add(0, accumulate(from(3), 5, key(2), vec![1], vec![3.0]));
+        s.add(0, accumulate(from(1), 5, key(0), [1].into(), vec![1.0]));
+        s.add(0, accumulate(from(2), 2, key(1), [1].into(), vec![2.0]));
+        s.add(0, accumulate(from(3), 5, key(2), [1].into(), vec![3.0]));
         let sent: Vec<_> = s.take_all().iter().map(|m| data(&m.1).2).collect();
         assert_eq!(sent, [2, 1, 3]);
         assert!(s.is_empty() && s.bytes() == 0);
@@ -335,8 +335,8 @@ mod tests {
     #[test]
     fn a_low_part_goes_after_its_high_part() {
         let mut s = Sums::default();
-        s.add(0, accumulate(from(1), 0, key(0), vec![1], vec![1.0]));
-        s.add(0, accumulate(from(1), 0, key(0), vec![1], vec![1e-20]));
+        s.add(0, accumulate(from(1), 0, key(0), [1].into(), vec![1.0]));
+        s.add(0, accumulate(from(1), 0, key(0), [1].into(), vec![1e-20]));
         let sent = s.take_all();
         assert_eq!(sent.len(), 2);
         assert_eq!(data(&sent[0].1).3, vec![1.0]);
@@ -346,26 +346,26 @@ mod tests {
     #[test]
     fn one_array_is_taken_and_the_others_stay() {
         let mut s = Sums::default();
-        s.add(0, accumulate(from(1), 0, key(0), vec![1], vec![1.0]));
-        s.add(0, accumulate(from(1), 1, key(0), vec![1], vec![2.0]));
-        s.add(0, accumulate(from(1), 0, key(1), vec![1], vec![3.0]));
+        s.add(0, accumulate(from(1), 0, key(0), [1].into(), vec![1.0]));
+        s.add(0, accumulate(from(1), 1, key(0), [1].into(), vec![2.0]));
+        s.add(0, accumulate(from(1), 0, key(1), [1].into(), vec![3.0]));
         let sent = s.take_array(0);
         assert_eq!(sent.len(), 2);
         assert!(!s.holds(0) && s.holds(1));
         assert_eq!(s.bytes(), 8);
         assert_eq!(
-            s.growth(&accumulate(from(1), 1, key(0), vec![1], vec![0.0])),
+            s.growth(&accumulate(from(1), 1, key(0), [1].into(), vec![0.0])),
             8,
             "a second term adds a low part"
         );
         assert_eq!(
-            s.growth(&accumulate(from(1), 0, key(0), vec![1], vec![0.0])),
+            s.growth(&accumulate(from(1), 0, key(0), [1].into(), vec![0.0])),
             8,
             "a new block"
         );
-        s.add(0, accumulate(from(1), 1, key(0), vec![1], vec![2.0]));
+        s.add(0, accumulate(from(1), 1, key(0), [1].into(), vec![2.0]));
         assert_eq!(
-            s.growth(&accumulate(from(1), 1, key(0), vec![1], vec![0.0])),
+            s.growth(&accumulate(from(1), 1, key(0), [1].into(), vec![0.0])),
             0
         );
         assert_eq!(data(&s.take_all()[0].1).3, vec![4.0]);
@@ -377,11 +377,14 @@ mod tests {
         let mut whole = Sums::default();
         let mut in_place = Sums::default();
         for t in &terms {
-            whole.add(0, accumulate(from(1), 0, key(0), vec![2], t.clone()));
+            whole.add(0, accumulate(from(1), 0, key(0), [2].into(), t.clone()));
         }
         // Only a block whose sum is held takes a term in place.
         assert!(!in_place.add_to_sum(0, &key(0), &[2], &terms[0]));
-        in_place.add(0, accumulate(from(1), 0, key(0), vec![2], terms[0].clone()));
+        in_place.add(
+            0,
+            accumulate(from(1), 0, key(0), [2].into(), terms[0].clone()),
+        );
         for t in &terms[1..] {
             assert!(in_place.add_to_sum(0, &key(0), &[2], t));
         }
@@ -401,8 +404,11 @@ mod tests {
     #[test]
     fn a_term_of_another_shape_is_not_summed() {
         let mut s = Sums::default();
-        s.add(0, accumulate(from(1), 0, key(0), vec![1], vec![1.0]));
-        let back = s.add(0, accumulate(from(2), 0, key(0), vec![2], vec![1.0, 2.0]));
+        s.add(0, accumulate(from(1), 0, key(0), [1].into(), vec![1.0]));
+        let back = s.add(
+            0,
+            accumulate(from(2), 0, key(0), [2].into(), vec![1.0, 2.0]),
+        );
         assert_eq!(back.map(|m| data(&m).3), Some(vec![1.0, 2.0]));
         assert_eq!(s.bytes(), 8);
     }

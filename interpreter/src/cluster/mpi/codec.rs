@@ -208,7 +208,7 @@ mod tests {
                 from,
                 array: 1,
                 key: key(),
-                shape: vec![2, 3],
+                shape: [2, 3].into(),
                 op: PutOp::Accumulate,
                 payload: Payload::Block(vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.5]),
             },
@@ -216,7 +216,7 @@ mod tests {
                 from,
                 array: 1,
                 key: key(),
-                shape: vec![4],
+                shape: [4].into(),
                 op: PutOp::Scale,
                 payload: Payload::Scalar(-0.25),
             },
@@ -259,7 +259,7 @@ mod tests {
     fn replies_survive_the_codec() {
         let block = |n: usize| {
             Arc::new(Block {
-                shape: vec![n, 1],
+                shape: [n, 1].into(),
                 data: (0..n).map(|i| i as f64 * 0.5).collect(),
             })
         };
@@ -333,7 +333,7 @@ mod tests {
             from,
             array: 1,
             key: key(),
-            shape: vec![n],
+            shape: [n].into(),
             op: PutOp::Replace,
             payload: Payload::Block((0..n).map(|i| i as f64 + 0.5).collect()),
         };
@@ -374,7 +374,7 @@ mod tests {
             from: from(line),
             array: 2,
             key: key(),
-            shape: vec![n],
+            shape: [n].into(),
             op: PutOp::Accumulate,
             payload: Payload::Block((0..n).map(|i| line as f64 + i as f64 / 8.0).collect()),
         };
@@ -410,7 +410,7 @@ mod tests {
     fn a_batch_decodes_to_its_replies_in_order() {
         let block = |n: usize, v: f64| {
             Arc::new(Block {
-                shape: vec![n],
+                shape: [n].into(),
                 data: vec![v; n],
             })
         };

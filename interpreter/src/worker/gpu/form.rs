@@ -2,11 +2,12 @@
 //! that computes it (`Kernel`), and what the placement model is told about it.
 
 use super::*;
+use crate::store::Extents;
 
 /// How an instruction the device can run uses one block.
 pub(super) struct Place {
     pub(super) key: Key,
-    pub(super) shape: Vec<usize>,
+    pub(super) shape: Extents,
     pub(super) intent: Intent,
     /// A fetched copy of a distributed/served block (read-only).
     pub(super) fetched: bool,

@@ -476,7 +476,7 @@ impl Worker<'_> {
         let dst = &places[0];
         let exists = matches!(&self.memory[dst.key.0 as usize], Storage::Blocks(m) if m.contains_key(&dst.key.1));
         if !exists {
-            self.insert_block(dst.key, Block::zeros(dst.shape.clone())?);
+            self.insert_block(dst.key, Block::zeros(dst.shape)?);
         }
         // Fetched operands' data (waits for them).
         let mut fetched_data = Vec::new();

@@ -233,6 +233,19 @@ impl Worker<'_> {
         self.update_block(r)
     }
 
+    /// The data of a block held in its array's block map, to overwrite in place; `None` where
+    /// the array keeps no block map or the block does not exist yet.
+    pub(crate) fn held_data_mut(&mut self, r: &BlockRef) -> Result<Option<&mut [f64]>> {
+        if !matches!(self.memory[r.array.index()], Storage::Blocks(_)) {
+            return Ok(None);
+        }
+        let (key, _) = self.locate(r)?;
+        Ok(match &mut self.memory[r.array.index()] {
+            Storage::Blocks(map) => map.data_mut(&key),
+            _ => None,
+        })
+    }
+
     /// Returns a block taken with [`Self::take_block`]; it keeps the scope it had.
     pub(crate) fn put_back(&mut self, r: &BlockRef, block: Block) -> Result<()> {
         if let Storage::Blocks(_) = &self.memory[r.array.index()] {

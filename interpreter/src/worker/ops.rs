@@ -14,6 +14,14 @@ impl Worker<'_> {
         match op {
             Op::BlockScalar { dst, update, value } => {
                 let v = self.eval_scalar(*value)?;
+                // A block that exists is filled where it lies: no new buffer, no second
+                // lookup to store it.
+                if let (ScalarUpdate::Fill, Operand::Block(r)) = (update, dst)
+                    && let Some(data) = self.held_data_mut(r)?
+                {
+                    k::fill(data, v);
+                    return Ok(());
+                }
                 // A block updated in place is taken from its array and put back, not copied.
                 let taken = match (update, dst) {
                     (ScalarUpdate::Fill, _) | (_, Operand::Region(_)) => None,

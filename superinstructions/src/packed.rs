@@ -437,7 +437,7 @@ fn write_tile(
 }
 
 #[cfg(target_arch = "x86_64")]
-mod x86 {
+pub(crate) mod x86 {
     use super::{MR, NR};
     use std::arch::x86_64::*;
 
@@ -482,6 +482,46 @@ mod x86 {
         }
     }
 
+    /// Eight vectors of eight elements (rows), transposed in registers: element `r` of
+    /// result `q` is element `q` of row `r`. Pairs of rows are interleaved, then 128-bit
+    /// lanes gathered twice. Also the permute kernel's 8 × 8 block.
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    pub(crate) fn transpose_registers(r: [__m512d; 8]) -> [__m512d; 8] {
+        // Lane L of t[2p] holds (row 2p, row 2p + 1) at column 2L, of t[2p + 1] at 2L + 1.
+        let t: [__m512d; 8] = std::array::from_fn(|i| {
+            let (x, y) = (r[i / 2 * 2], r[i / 2 * 2 + 1]);
+            if i % 2 == 0 {
+                _mm512_unpacklo_pd(x, y)
+            } else {
+                _mm512_unpackhi_pd(x, y)
+            }
+        });
+        // u: lanes 0, 2 or 1, 3 of two row pairs.
+        let lo = |x, y| _mm512_shuffle_f64x2::<0b10_00_10_00>(x, y);
+        let hi = |x, y| _mm512_shuffle_f64x2::<0b11_01_11_01>(x, y);
+        let u = [
+            lo(t[0], t[2]),
+            hi(t[0], t[2]),
+            lo(t[1], t[3]),
+            hi(t[1], t[3]),
+            lo(t[4], t[6]),
+            hi(t[4], t[6]),
+            lo(t[5], t[7]),
+            hi(t[5], t[7]),
+        ];
+        [
+            lo(u[0], u[4]),
+            lo(u[2], u[6]),
+            lo(u[1], u[5]),
+            lo(u[3], u[7]),
+            hi(u[0], u[4]),
+            hi(u[2], u[6]),
+            hi(u[1], u[5]),
+            hi(u[3], u[7]),
+        ]
+    }
+
     /// Eight rows of eight contiguous elements, transposed: `out[q * ld + r] =
     /// data[rows[r] + c + q]` for `q, r < 8`.
     #[target_feature(enable = "avx512f")]
@@ -497,37 +537,7 @@ mod x86 {
         unsafe {
             let d = data.as_ptr();
             let r: [__m512d; 8] = std::array::from_fn(|i| _mm512_loadu_pd(d.add(rows[i] + c)));
-            // Pairs of rows interleaved, then 128-bit lanes gathered twice.
-            let t: [__m512d; 8] = std::array::from_fn(|i| {
-                let (x, y) = (r[i / 2 * 2], r[i / 2 * 2 + 1]);
-                if i % 2 == 0 {
-                    _mm512_unpacklo_pd(x, y)
-                } else {
-                    _mm512_unpackhi_pd(x, y)
-                }
-            });
-            let lo = |x, y| _mm512_shuffle_f64x2::<0b10_00_10_00>(x, y);
-            let hi = |x, y| _mm512_shuffle_f64x2::<0b11_01_11_01>(x, y);
-            let u = [
-                lo(t[0], t[2]),
-                hi(t[0], t[2]),
-                lo(t[1], t[3]),
-                hi(t[1], t[3]),
-                lo(t[4], t[6]),
-                hi(t[4], t[6]),
-                lo(t[5], t[7]),
-                hi(t[5], t[7]),
-            ];
-            let o = [
-                lo(u[0], u[4]),
-                lo(u[2], u[6]),
-                lo(u[1], u[5]),
-                lo(u[3], u[7]),
-                hi(u[0], u[4]),
-                hi(u[2], u[6]),
-                hi(u[1], u[5]),
-                hi(u[3], u[7]),
-            ];
+            let o = transpose_registers(r);
             let out = out.as_mut_ptr();
             for (q, v) in o.into_iter().enumerate() {
                 _mm512_storeu_pd(out.add(q * ld), v);

@@ -236,9 +236,9 @@ pub(super) fn fence() {
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
     use super::{Loop, Tile};
+    use crate::packed::x86::transpose_registers;
     use std::arch::x86_64::{
-        __m512d, _mm512_add_pd, _mm512_loadu_pd, _mm512_mul_pd, _mm512_set1_pd,
-        _mm512_shuffle_f64x2, _mm512_storeu_pd, _mm512_unpackhi_pd, _mm512_unpacklo_pd,
+        __m512d, _mm512_add_pd, _mm512_loadu_pd, _mm512_mul_pd, _mm512_set1_pd, _mm512_storeu_pd,
     };
 
     /// The tile in 8 × 8 blocks; `na` and `nb` are multiples of 8.
@@ -285,7 +285,7 @@ mod avx512 {
     }
 
     /// One 8 × 8 block: source rows `s + i·ss` (8 elements each) become destination rows
-    /// `d + j·ds`. Pairs of rows are interleaved, then 128-bit lanes gathered twice; an
+    /// `d + j·ds`, transposed in registers (`packed::x86::transpose_registers`); an
     /// accumulate multiplies, then adds, as the scalar path does.
     ///
     /// # Safety
@@ -295,40 +295,7 @@ mod avx512 {
     unsafe fn block<const ADD: bool>(d: *mut f64, ds: usize, s: *const f64, ss: usize, a: __m512d) {
         // SAFETY: the caller's contract.
         let r: [__m512d; 8] = std::array::from_fn(|i| unsafe { _mm512_loadu_pd(s.add(i * ss)) });
-        // Lane L of t[2p] holds (row 2p, row 2p + 1) at column 2L, of t[2p + 1] at 2L + 1.
-        let t: [__m512d; 8] = std::array::from_fn(|q| {
-            let (x, y) = (r[q & !1], r[q | 1]);
-            if q % 2 == 0 {
-                _mm512_unpacklo_pd(x, y)
-            } else {
-                _mm512_unpackhi_pd(x, y)
-            }
-        });
-        // u: lanes 0, 2 (0x88) or 1, 3 (0xDD) of two row pairs.
-        let lo = |x, y| _mm512_shuffle_f64x2::<0x88>(x, y);
-        let hi = |x, y| _mm512_shuffle_f64x2::<0xDD>(x, y);
-        let (u0, u1, u2, u3) = (
-            lo(t[0], t[2]),
-            hi(t[0], t[2]),
-            lo(t[1], t[3]),
-            hi(t[1], t[3]),
-        );
-        let (u4, u5, u6, u7) = (
-            lo(t[4], t[6]),
-            hi(t[4], t[6]),
-            lo(t[5], t[7]),
-            hi(t[5], t[7]),
-        );
-        let columns = [
-            lo(u0, u4),
-            lo(u2, u6),
-            lo(u1, u5),
-            lo(u3, u7),
-            hi(u0, u4),
-            hi(u2, u6),
-            hi(u1, u5),
-            hi(u3, u7),
-        ];
+        let columns = transpose_registers(r);
         for (j, c) in columns.into_iter().enumerate() {
             // SAFETY: the caller's contract.
             unsafe {

@@ -21,15 +21,9 @@ impl Extents {
     /// The extents of `ext`, or `None` for more than [`MAX_RANK`] (which validated bytecode
     /// never declares).
     pub fn new(ext: &[usize]) -> Option<Extents> {
-        if ext.len() > MAX_RANK {
-            return None;
-        }
-        let mut all = [0; MAX_RANK];
-        all[..ext.len()].copy_from_slice(ext);
-        Some(Extents {
-            rank: ext.len() as u8,
-            ext: all,
-        })
+        let mut out = Extents::zeroed(ext.len())?;
+        out.copy_from_slice(ext);
+        Some(out)
     }
 
     /// [`Extents::new`], or an internal error naming the rank.

@@ -745,15 +745,10 @@ mod tests {
             (&[12; 6], &[5, 4, 3, 2, 1, 0]),
         ];
         for (i, (ext, perm)) in cases.iter().enumerate() {
-            let ss = Shape::new(ext)?;
-            let ds = ss.permuted(perm)?;
-            let loops = plan(ds.len(), &ds, ss.len(), &ss, perm)?;
-            let l = loops.as_slice();
-            let q = l.iter().position(|lp| lp.ss == 1).unwrap_or(0);
-            let outer: Vec<Loop> = (1..l.len()).filter(|&i| i != q).map(|i| l[i]).collect();
-            let staged = cut(l[0], l[q], outer[0].ss, false).staged;
+            let (a, b, outer) = plane_in(ext, perm)?;
+            let staged = cut(a, b, outer[0].ss, false).staged;
             assert!(
-                staged && Gather::of(l[0], l[q], &outer).is_some(),
+                staged && Gather::of(a, b, &outer).is_some(),
                 "{ext:?} {perm:?}"
             );
             check_one(ext, perm, 2000 + 10 * i as u64)?;
@@ -890,12 +885,18 @@ mod tests {
 
     /// The plane loops `a` and `b` of a permutation.
     fn plane(ext: &[usize], perm: &[usize]) -> Result<(Loop, Loop), KernelError> {
+        plane_in(ext, perm).map(|(a, b, _)| (a, b))
+    }
+
+    /// [`plane`] and the loops outside it, in destination order (as `run` splits them).
+    fn plane_in(ext: &[usize], perm: &[usize]) -> Result<(Loop, Loop, Vec<Loop>), KernelError> {
         let s = Shape::new(ext)?;
         let d = s.permuted(perm)?;
         let loops = plan(d.len(), &d, s.len(), &s, perm)?;
         let l = loops.as_slice();
         let q = l.iter().position(|lp| lp.ss == 1).unwrap_or(0);
-        Ok((l[0], l[q]))
+        let outer = (1..l.len()).filter(|&i| i != q).map(|i| l[i]).collect();
+        Ok((l[0], l[q], outer))
     }
 
     #[test]

@@ -21,9 +21,10 @@
 //!    [`transpose_tiles_staged`]);
 //! 5. transposes each tile in 4×4 blocks held in vector registers where the CPU has AVX
 //!    ([`tile`]);
-//! 6. where a staged tile's destination rows are short too (every extent small, as in the
-//!    reversal of a 12⁶ block), stages the planes along the destination's next loop into one
-//!    buffer, so that destination rows are written long and whole ([`Gather`]).
+//! 6. where a staged tile's destination rows are short too (as in the reversal of a 12⁶
+//!    block, or `[3,1,2,0]` of a 16⁴ one), stages the planes along the destination's next loop
+//!    into one buffer, as many as it holds, so that destination rows are written long and
+//!    whole ([`Gather`]).
 
 use crate::error::{KernelError, Role};
 use crate::labels::{Operand, OperandMut, permutation_from_labels};
@@ -318,17 +319,20 @@ fn run<S: Store>(dst: &mut [f64], src: &[f64], loops: &Loops, st: S, may_stream:
 }
 
 /// Staged planes (their source rows share L1 sets) whose destination loop `a` is continued
-/// in the destination by the next loop, `next`, with `a.n * next.n` rows of the tile fitting
-/// a buffer of [`GATHER`] elements: in practice blocks of small extents whose rows are far
-/// apart on both sides (the reversal of a 12⁶ block: rows 2 MB apart). The planes along `next`
-/// are staged one after another into one buffer and transposed as one tile, so that each
-/// destination row is written `a.n * next.n` elements long, whole cache lines at a time,
-/// instead of `a.n` elements whose partly written lines, all in one L1 set, the next plane
-/// must fetch again. The other loops run with those nearest in either array innermost, so
-/// that the pages a group of planes touches are touched again while the TLB still holds them.
+/// in the destination by the next loop, `next`: blocks whose rows are far apart on both sides
+/// (the reversal of a 12⁶ block: rows 2 MB apart; `[3,1,2,0]` of a 16⁴ block: 32 KiB). The
+/// planes along `next`, as many as a buffer of [`GATHER`] elements holds (at least two), are
+/// staged one after another into it and transposed as one tile, so that each destination
+/// row is written `a.n` elements per plane of the group long, whole cache lines at a time, and
+/// each source row read as long, instead of `a.n` elements whose partly written lines, all in
+/// one L1 set, the next plane must fetch again (docs/benchmarks.md, "Permutations: gathered
+/// planes"). The other loops run with those nearest in either array innermost, so that the
+/// pages a group of planes touches are touched again while the TLB still holds them.
 struct Gather {
     a: Loop,
     next: Loop,
+    /// Planes along `next` staged together (all of them where they fit).
+    chunk: usize,
     b: Loop,
     /// The loops outside, nearest in either array first.
     rest: [Loop; MAX_RANK],
@@ -340,10 +344,11 @@ const GATHER: usize = 2048;
 
 impl Gather {
     /// The gathered form of plane loops `a`, `b` inside `outer`, where `outer`'s first loop
-    /// continues `a` in the destination and the buffer stays within [`GATHER`].
+    /// continues `a` in the destination and [`GATHER`] holds at least two planes.
     fn of(a: Loop, b: Loop, outer: &[Loop]) -> Option<Gather> {
         let (&next, others) = outer.split_first()?;
-        if next.ds != a.n * a.ds || a.n * next.n * tile_len(b.n) > GATHER {
+        let planes = GATHER / (a.n * tile_len(b.n));
+        if next.ds != a.n * a.ds || planes < 2 {
             return None;
         }
         let mut rest = [Loop::default(); MAX_RANK];
@@ -352,6 +357,7 @@ impl Gather {
         Some(Gather {
             a,
             next,
+            chunk: split(next.n, planes),
             b,
             rest,
             n_rest: others.len(),
@@ -360,27 +366,30 @@ impl Gather {
 
     fn run<S: Store>(&self, dst: &mut [f64], src: &[f64], st: S) {
         let Gather { a, next, b, .. } = *self;
-        let na = a.n * next.n;
         let tb = tile_len(b.n);
-        let mut buf = Scratch::new(na * tb);
+        let mut buf = Scratch::new(a.n * self.chunk * tb);
         let buf = buf.get();
         for_each_offset(&self.rest[..self.n_rest], |doff, soff| {
-            for jb in (0..b.n).step_by(tb) {
-                let nb = tb.min(b.n - jb);
-                let staged = &mut buf[..na * nb];
-                // staged[(i1 * a.n + i) * nb + k] = src(a = i, next = i1, b = jb + k).
-                for (i1, rows) in staged.chunks_exact_mut(a.n * nb).enumerate() {
-                    tile::stage(rows, src, soff + jb + i1 * next.ss, a.ss, a.n, nb);
+            for j1 in (0..next.n).step_by(self.chunk) {
+                let na = a.n * self.chunk.min(next.n - j1);
+                let (doff, soff) = (doff + j1 * next.ds, soff + j1 * next.ss);
+                for jb in (0..b.n).step_by(tb) {
+                    let nb = tb.min(b.n - jb);
+                    let staged = &mut buf[..na * nb];
+                    // staged[(i1 * a.n + i) * nb + k] = src(a = i, next = j1 + i1, b = jb + k).
+                    for (i1, rows) in staged.chunks_exact_mut(a.n * nb).enumerate() {
+                        tile::stage(rows, src, soff + jb + i1 * next.ss, a.ss, a.n, nb);
+                    }
+                    let tile = Tile {
+                        d0: doff + jb * b.ds,
+                        s0: 0,
+                        na,
+                        nb,
+                        src_row: nb,
+                        dst_row: b.ds,
+                    };
+                    tile::transpose(dst, staged, tile, st);
                 }
-                let tile = Tile {
-                    d0: doff + jb * b.ds,
-                    s0: 0,
-                    na,
-                    nb,
-                    src_row: nb,
-                    dst_row: b.ds,
-                };
-                tile::transpose(dst, staged, tile, st);
             }
         });
     }
@@ -531,12 +540,13 @@ fn split(n: usize, max: usize) -> usize {
     n.div_ceil(n.div_ceil(max).max(1)).max(1)
 }
 
-/// Whether `rows` rows `stride` elements apart crowd into few L1 sets: the L1 (48 KiB,
-/// 12-way, 64-byte lines) has 64 sets, so addresses 4 KiB apart share a set. Counts how many
-/// rows start in each set; more than `limit` in one means lines of the tile evict each other.
-/// Staging the source rows pays from more than 8 of the 12 ways (16 rows 2 KiB apart, 8 per
-/// set, are faster direct); the vector kernel, which keeps four destination rows open beside
-/// the source rows, already loses from more than 4 ([`cut`]).
+/// Whether `rows` rows `stride` elements apart crowd into few L1 sets: the L1 (32 KiB, 8-way
+/// on Zen 4; 48 KiB, 12-way on newer x86 cores; 64-byte lines) has 64 sets, so addresses
+/// 4 KiB apart share a set. Counts how many rows start in each set; more than `limit` in one
+/// means lines of the tile evict each other. Staging the source rows pays from more than 8
+/// rows per set (16 rows 2 KiB apart, 8 per set, are faster direct); the vector kernel, which
+/// keeps four destination rows open beside the source rows, already loses from more than 4
+/// ([`cut`]).
 fn set_conflicts(stride: usize, rows: usize, limit: u8) -> bool {
     const SETS: usize = 64;
     let mut count = [0u8; SETS];
@@ -739,16 +749,24 @@ mod tests {
     /// (checked here, not assumed), and it gives the naive loop's values.
     #[test]
     fn gathered_planes() -> Result<(), KernelError> {
-        let cases: [(&[usize], &[usize]); 3] = [
+        // The first three stage every plane of their next loop together, the last three
+        // groups of them: 8 of 256, 3 of 576, and 3 of 320 (the last group of 2).
+        let cases: [(&[usize], &[usize]); 6] = [
             (&[9, 8, 8, 8, 9], &[4, 3, 2, 1, 0]),
             (&[9, 8, 8, 8, 9], &[4, 3, 1, 2, 0]),
             (&[12; 6], &[5, 4, 3, 2, 1, 0]),
+            (&[16, 16, 16, 16], &[3, 1, 2, 0]),
+            (&[24, 24, 24, 24], &[3, 1, 2, 0]),
+            (&[40, 5, 64, 16], &[3, 1, 2, 0]),
         ];
         for (i, (ext, perm)) in cases.iter().enumerate() {
             let (a, b, outer) = plane_in(ext, perm)?;
             let staged = cut(a, b, outer[0].ss, false).staged;
-            assert!(
-                staged && Gather::of(a, b, &outer).is_some(),
+            let gather = Gather::of(a, b, &outer).filter(|_| staged);
+            let groups = gather.map(|g| (g.chunk, g.next.n));
+            assert_eq!(
+                groups,
+                Some([(8, 8), (8, 8), (12, 12), (8, 256), (3, 576), (3, 320)][i]),
                 "{ext:?} {perm:?}"
             );
             check_one(ext, perm, 2000 + 10 * i as u64)?;

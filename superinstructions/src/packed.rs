@@ -46,11 +46,13 @@ pub(crate) fn enabled(cell: &OnceLock<bool>, off: &str) -> bool {
     *cell.get_or_init(|| vector_kernel() && std::env::var_os(off).is_none())
 }
 
-/// Whether AVX-512 kernels can run on this CPU.
+/// Whether AVX-512 kernels can run on this CPU: AVX-512F and VL (for masked half-width
+/// vectors), which every AVX-512 CPU but the Xeon Phi has.
 pub(crate) fn vector_kernel() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         std::arch::is_x86_feature_detected!("avx512f")
+            && std::arch::is_x86_feature_detected!("avx512vl")
     }
     #[cfg(not(target_arch = "x86_64"))]
     {

@@ -187,9 +187,12 @@ mod avx512 {
     /// 3 rows past 16 of a 19-long label no longer take a whole vector of 8 lanes.
     const HALF: usize = 4;
 
-    /// Every element of dst: for each batch index, columns by up to [`COLS`] and the rows by
-    /// up to [`VECTORS`] vectors, the last one masked where the rows are not a multiple of 8
-    /// (and half-width where at most [`HALF`] rows are left for it).
+    /// Every element of dst: for each batch index, the rows by up to [`VECTORS`] vectors (the
+    /// last one masked where the rows are not a multiple of 8, and half-width where at most
+    /// [`HALF`] rows are left for it) and, in one call for those rows, the columns by
+    /// [`COLS`], then in another the columns left over. A call per [`COLS`] columns cost as
+    /// much as the arithmetic where the sums are short (docs/benchmarks.md, "Contractions as
+    /// broadcast products: a half-width last vector").
     ///
     /// # Safety
     /// AVX-512F and AVX-512VL must be available and `plan.check` must have passed for the
@@ -202,25 +205,27 @@ mod avx512 {
         beta: f64,
     ) {
         let n = plan.dst_cols.len();
+        // The columns in groups of `COLS`, in one call, then the rest.
+        let whole = n / COLS * COLS;
+        let groups = [0..whole, whole..n];
         for batch in 0..plan.row_batch.len() {
-            let mut j0 = 0;
-            while j0 < n {
-                let cols = COLS.min(n - j0);
-                let mut i0 = 0;
-                while i0 < plan.rows {
-                    let rows = (VECTORS * LANES).min(plan.rows - i0);
-                    let tail = rows % LANES;
-                    let half = tail > 0 && tail <= HALF;
+            let mut i0 = 0;
+            while i0 < plan.rows {
+                let rows = (VECTORS * LANES).min(plan.rows - i0);
+                let tail = rows % LANES;
+                let half = tail > 0 && tail <= HALF;
+                let full = rows.div_ceil(LANES) - usize::from(half);
+                for cols in groups.iter().filter(|g| !g.is_empty()) {
+                    let c = if cols.end <= whole { COLS } else { cols.len() };
                     let at = At {
                         batch,
                         rows: i0,
-                        cols: j0,
+                        cols: cols.clone(),
                         tail,
                     };
-                    let full = rows.div_ceil(LANES) - usize::from(half);
                     macro_rules! tiles {
                         ($($v:literal $h:literal),*) => {
-                            match (full, usize::from(half), cols) {
+                            match (full, usize::from(half), c) {
                                 $(
                                     ($v, $h, 1) => tile::<$v, $h, 1>(plan, blocks, dst, beta, at),
                                     ($v, $h, 2) => tile::<$v, $h, 2>(plan, blocks, dst, beta, at),
@@ -234,25 +239,24 @@ mod avx512 {
                     }
                     // SAFETY: the caller's contract, passed on.
                     unsafe { tiles!(1 0, 2 0, 3 0, 4 0, 0 1, 1 1, 2 1, 3 1) }
-                    i0 += rows;
                 }
-                j0 += cols;
+                i0 += rows;
             }
         }
     }
 
-    /// Where a tile lies: its batch index, first row and first column, and how many rows
-    /// its last vector holds short of a whole one (0 if none).
-    #[derive(Clone, Copy)]
+    /// Where a tile lies: its batch index, first row and columns (a multiple of the tile's
+    /// width), and how many rows its last vector holds short of a whole one (0 if none).
+    #[derive(Clone)]
     struct At {
         batch: usize,
         rows: usize,
-        cols: usize,
+        cols: std::ops::Range<usize>,
         tail: usize,
     }
 
-    /// `V` full-width and `H` (0 or 1) half-width vectors of rows by `C` columns of dst, for
-    /// one batch index.
+    /// `V` full-width and `H` (0 or 1) half-width vectors of rows by the tile's columns, `C`
+    /// at a time, of dst, for one batch index.
     ///
     /// # Safety
     /// As [`run`].
@@ -273,27 +277,57 @@ mod avx512 {
         let masks: [u8; V] =
             std::array::from_fn(|v| if H == 0 && v + 1 == V { tail } else { u8::MAX });
         let row = plan.row_batch[at.batch] + at.rows;
-        let other: [usize; C] = std::array::from_fn(|c| plan.other_cols[at.cols + c]);
         let base = plan.dst_batch[at.batch] + at.rows;
-        let out: [usize; C] = std::array::from_fn(|c| base + plan.dst_cols[at.cols + c]);
+        let cols = (&plan.other_cols[at.cols.clone()], &plan.dst_cols[at.cols]);
         let sums = (&plan.row_sum[..], &plan.other_sum[..]);
         // SAFETY: `check` and `fits` bound every row run and every element of the offsets.
         unsafe {
-            products::<V, H, C>(blocks, dst, (row, other, out), sums, (masks, tail, beta));
+            products::<V, H, C>(blocks, dst, (row, base, cols), sums, (masks, tail, beta));
         }
     }
 
-    /// The tile's sums over every summed index, kept in registers, then written to dst at
-    /// `out` (the masks keep the last vector inside the rows). One function that owns its
-    /// sums from start to end, reading through shared references and writing through the
-    /// exclusive one: sums that outlive the loop in an array, or reads through raw pointers
-    /// from elsewhere, were kept in memory and stored after every FMA (see `dot`).
+    /// The tile's columns (`other_cols` in the other block, `dst_cols` in dst past `base`), `C`
+    /// at a time ([`group`]).
     ///
     /// # Safety
     /// AVX-512F and AVX-512VL must be available and every read and write inside its block.
     #[target_feature(enable = "avx512f,avx512vl,fma")]
     #[inline(never)]
     unsafe fn products<const V: usize, const H: usize, const C: usize>(
+        (rows, other): (&[f64], &[f64]),
+        dst: &mut [f64],
+        (row, base, (other_cols, dst_cols)): (usize, usize, (&[usize], &[usize])),
+        (row_sum, other_sum): (&[usize], &[usize]),
+        (masks, tail, beta): ([u8; V], u8, f64),
+    ) {
+        for (oc, dc) in other_cols.chunks_exact(C).zip(dst_cols.chunks_exact(C)) {
+            let cols: [usize; C] = std::array::from_fn(|c| oc[c]);
+            let out: [usize; C] = std::array::from_fn(|c| base + dc[c]);
+            // SAFETY: the caller's contract.
+            unsafe {
+                group::<V, H, C>(
+                    (rows, other),
+                    dst,
+                    (row, cols, out),
+                    (row_sum, other_sum),
+                    (masks, tail, beta),
+                );
+            }
+        }
+    }
+
+    /// `C` columns of [`products`]: their sums over every summed index, kept in registers,
+    /// then written to dst at `out` (the masks keep the last vector inside the rows). One
+    /// function that owns its sums from start to end, reading through shared references and
+    /// writing through the exclusive one: sums that outlive the loop in an array, or reads
+    /// through raw pointers from elsewhere, were kept in memory and stored after every FMA
+    /// (see `dot`).
+    ///
+    /// # Safety
+    /// As [`products`].
+    #[target_feature(enable = "avx512f,avx512vl,fma")]
+    #[inline]
+    unsafe fn group<const V: usize, const H: usize, const C: usize>(
         (rows, other): (&[f64], &[f64]),
         dst: &mut [f64],
         (row, cols, out): (usize, [usize; C], [usize; C]),

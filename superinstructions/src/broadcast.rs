@@ -11,10 +11,13 @@
 //! block times 5 broadcast elements of the other. Up to 4 rows past the last whole vector (the
 //! 3 past 16 of water's 19 virtual orbitals) take a half-width vector, whose FMAs cost half
 //! as much on cores that split 512-bit ones (Zen 4). Nothing is copied; every block is read and
-//! written where it lies, through offset tables. Sums run in the summed labels' order, one
-//! FMA per product: results agree with a GEMM's to rounding (tested to 1e-12 relative).
+//! written where it lies, through offset tables. Where dst's first label does not lead the
+//! block it lies in, as in `abck = mbc * mak` (`rccsdpt_aaa:1493`), that block, if small
+//! (water's `mak` holds 475 elements), is first copied with the label leading, and is the row
+//! block. Sums run in the summed labels' order, one FMA per product: results agree with a
+//! GEMM's to rounding (tested to 1e-12 relative).
 
-use crate::batched::{Blocks, Dim};
+use crate::batched::{Blocks, Copy, Dim};
 use crate::error::KernelError;
 use crate::packed::{enabled, group_offsets, reach};
 use std::sync::OnceLock;
@@ -39,6 +42,8 @@ pub(crate) fn available() -> bool {
 pub(crate) struct Broadcast {
     /// Whether the row block is the left operand.
     rows_are_left: bool,
+    /// The row block's copy with dst's first label leading, where it does not lead already.
+    row_copy: Option<Copy>,
     /// Extent of dst's first label.
     rows: usize,
     /// Offsets of the summed indices in the row block and in the other block.
@@ -58,23 +63,34 @@ impl Broadcast {
     /// The plan for blocks `b` (unit extents removed) with free groups `fl` (in left), `fr`
     /// (in right) and summed group `c`, where it was measured to win (docs/benchmarks.md,
     /// "Contractions as broadcast products"): AVX-512 present; dst's first label leads one
-    /// block and is at least one vector long; and the other block is small enough to stay in
-    /// L2 while every batch index reads it again.
+    /// block, or lies in a block small enough to copy with it leading ("... its row block
+    /// copied"), and is at least one vector long; and the other block is small enough to stay
+    /// in L2 while every batch index reads it again.
     pub(crate) fn new(b: &Blocks<'_>, fl: &[Dim], fr: &[Dim], c: &[Dim]) -> Option<Broadcast> {
         const MAX_OTHER: usize = 1 << 14;
+        // A row block copied first stays within L1 (32 KiB).
+        const MAX_ROW_COPY: usize = 1 << 12;
         let first = *b.dst.first()?;
         if !available() || first.1 < LANES {
             return None;
         }
-        let (rows_are_left, row_block, other, row_free, other_free) =
-            if b.left.first() == Some(&first) {
-                (true, b.left, b.right, fl, fr)
-            } else if b.right.first() == Some(&first) {
-                (false, b.right, b.left, fr, fl)
-            } else {
-                return None;
-            };
         let len = |v: &[Dim]| v.iter().map(|d| d.1).product::<usize>();
+        let (rows_are_left, stored, other, row_free, other_free) = if b.left.contains(&first) {
+            (true, b.left, b.right, fl, fr)
+        } else {
+            (false, b.right, b.left, fr, fl)
+        };
+        let row_layout: Vec<Dim> = std::iter::once(first)
+            .chain(stored.iter().copied().filter(|d| *d != first))
+            .collect();
+        let row_copy = if row_layout == stored {
+            None
+        } else if len(stored) <= MAX_ROW_COPY {
+            Some(Copy::new(stored, &row_layout).ok()?)
+        } else {
+            return None;
+        };
+        let row_block = &row_layout[..];
         if len(other) > MAX_OTHER {
             return None;
         }
@@ -98,6 +114,7 @@ impl Broadcast {
             .collect();
         let plan = Broadcast {
             rows_are_left,
+            row_copy,
             rows: first.1,
             row_sum: group_offsets(row_block, &sum),
             other_sum: group_offsets(other, &sum),
@@ -108,6 +125,16 @@ impl Broadcast {
             lens: [len(row_block), len(other), len(b.dst)],
         };
         plan.fits().then_some(plan)
+    }
+
+    /// Whether the row block is copied first (dst's first label does not lead it).
+    pub(crate) fn copies_rows(&self) -> bool {
+        self.row_copy.is_some()
+    }
+
+    /// Whether the row block is the left operand.
+    pub(crate) fn rows_are_left(&self) -> bool {
+        self.rows_are_left
     }
 
     /// That every row run and every element the offsets name lies inside blocks of the plan's
@@ -127,11 +154,16 @@ impl Broadcast {
         dst: &mut [f64],
         (left, right): (&[f64], &[f64]),
         beta: f64,
+        scratch: &mut [Vec<f64>; 3],
     ) -> Result<(), KernelError> {
         let (rows, other) = if self.rows_are_left {
             (left, right)
         } else {
             (right, left)
+        };
+        let rows = match &self.row_copy {
+            Some(c) => c.operand(rows, &mut scratch[1])?,
+            None => rows,
         };
         self.check(rows, other, dst)?;
         #[cfg(target_arch = "x86_64")]
@@ -408,11 +440,18 @@ mod tests {
             let start = case.start();
             let expect = case.expected((&lv, &rv), &start, beta);
             let mut got = start.clone();
-            plan.execute(&mut got, (&lv, &rv), beta).unwrap();
-            let (rows, other) = if plan.rows_are_left {
+            let mut scratch = [Vec::new(), Vec::new(), Vec::new()];
+            plan.execute(&mut got, (&lv, &rv), beta, &mut scratch)
+                .unwrap();
+            let (rows, other): (&[f64], &[f64]) = if plan.rows_are_left {
                 (&lv, &rv)
             } else {
                 (&rv, &lv)
+            };
+            let mut buf = Vec::new();
+            let rows = match &plan.row_copy {
+                Some(c) => c.operand(rows, &mut buf).unwrap(),
+                None => rows,
             };
             let mut slow = start.clone();
             plan.scalar(rows, other, &mut slow, beta);
@@ -437,9 +476,15 @@ mod tests {
             "abck=aeck*eb",
             "aibj=ambn*minj",
             "abck=mbk*amc",
+            // The row block copied first, with `a` leading.
+            "abck=mbc*mak",
+            "abck=ebc*eak",
+            "abck=eak*ebc",
         ] {
             check(pattern, &water);
         }
+        let test_job = |c: char| if "ijklmn".contains(c) { 5 } else { 9 };
+        check("abck=mbc*mak", &test_job);
         // Rows of 8; 13 and 23 (a masked full-width last vector: 5 and 7 rows past the last
         // whole one); 33 and 36 (a second tile of 1 and of 4 rows, a half-width vector
         // alone); 40 (five whole vectors in two tiles). Water's 19 above end in a half one.
@@ -450,13 +495,15 @@ mod tests {
 
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
-        /// Random layouts: dst and the row block lead with the row label (8 to 33 long); the
-        /// batch, column and summed labels follow in random orders.
+        /// Random layouts: dst leads with the row label (8 to 33 long), which stands at a
+        /// random place in the row block (copied first unless it leads); the batch, column and
+        /// summed labels follow in random orders.
         #[test]
         fn random_layouts_match_naive(
             rows in proptest::sample::select(vec![8usize, 9, 13, 17, 19, 33]),
             ext in proptest::collection::vec(1usize..5, 5),
             order in proptest::collection::vec(0u32..1000, 5),
+            at in 0usize..4,
         ) {
             // Labels: 'a' rows; 'b', 'c' batch; 'd' column; 'e' column; 'f' summed (k ≥ 1).
             let names = ['b', 'c', 'd', 'e', 'f'];
@@ -469,12 +516,9 @@ mod tests {
                 v.sort_by_key(|c| order[names.iter().position(|n| n == c).unwrap_or(0)]);
                 v.into_iter().collect()
             };
-            let pattern = format!(
-                "a{}=a{}*{}",
-                shuffled("bcde"),
-                shuffled("bcf"),
-                shuffled("def")
-            );
+            let mut row_block = shuffled("bcf");
+            row_block.insert(at.min(row_block.len()), 'a');
+            let pattern = format!("a{}={row_block}*{}", shuffled("bcde"), shuffled("def"));
             check(&pattern, &extent);
         }
     }
@@ -486,8 +530,13 @@ mod tests {
             let [fl, fr, c] = case.groups();
             Broadcast::new(&case.blocks(), &fl, &fr, &c)
         };
-        // dst's first label leads neither block.
-        assert!(plan("abck=ebck*ea", 9).is_none());
+        if !available() {
+            return;
+        }
+        // dst's first label leads neither block: the block it lies in is copied where small.
+        assert!(plan("abck=mbc*mak", 9).is_some_and(|p| p.copies_rows()));
+        assert!(plan("abck=amc*mbk", 9).is_some_and(|p| !p.copies_rows()));
+        assert!(plan("abck=ebcd*eakd", 9).is_none());
         // Rows shorter than a vector.
         assert!(plan("abck=amc*mbk", 5).is_none());
         // The other block too large to stay in L2.

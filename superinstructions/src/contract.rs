@@ -374,14 +374,16 @@ impl ContractionPlan {
             // copy and no GEMM call ("Contractions as broadcast products").
             let dot = || Dot::new(&blocks, fl, fr, c).map(|d| CpuForm::Dot(Box::new(d)));
             // It replaces only the plans it was measured to beat: many small batched GEMMs,
-            // or a single GEMM whose result must be permuted into dst.
+            // a single GEMM whose result must be permuted into dst, and, with its row block
+            // copied first, a few batched GEMMs (`abck = mbc * mak`: "Contractions as
+            // broadcast products: its row block copied").
             let replaces = match &batched {
                 Some((_, b)) => b.calls() >= MANY_CALLS,
                 None => matches!(dst, DstPrep::Permute { .. }),
             };
             let broadcast = || {
                 Broadcast::new(&blocks, fl, fr, c)
-                    .filter(|_| replaces)
+                    .filter(|b| replaces || b.copies_rows())
                     .map(|b| CpuForm::Broadcast(Box::new(b)))
             };
             match (packed, batched) {
@@ -419,9 +421,12 @@ impl ContractionPlan {
                 let [dst, left, right] = b.copies();
                 Permutes { left, right, dst }
             }
-            (CpuForm::Packed(_) | CpuForm::Broadcast(_), Parallelism::Sequential) => {
-                Permutes::default()
-            }
+            (CpuForm::Packed(_), Parallelism::Sequential) => Permutes::default(),
+            (CpuForm::Broadcast(b), Parallelism::Sequential) => Permutes {
+                left: b.copies_rows() && b.rows_are_left(),
+                right: b.copies_rows() && !b.rows_are_left(),
+                dst: false,
+            },
             (CpuForm::Dot(d), Parallelism::Sequential) => Permutes {
                 left: d.copies_far() && d.far_is_left(),
                 right: d.copies_far() && !d.far_is_left(),
@@ -554,7 +559,9 @@ impl ContractionPlan {
             (CpuForm::Dot(d), Parallelism::Sequential) => {
                 d.execute(dst, (left, right), beta, scratch)
             }
-            (CpuForm::Broadcast(b), Parallelism::Sequential) => b.execute(dst, (left, right), beta),
+            (CpuForm::Broadcast(b), Parallelism::Sequential) => {
+                b.execute(dst, (left, right), beta, scratch)
+            }
             _ => self.execute_single(dst, (left, right), beta, scratch),
         })
     }

@@ -91,14 +91,15 @@ impl Broadcast {
             return None;
         };
         let row_block = &row_layout[..];
-        if len(other) > MAX_OTHER {
-            return None;
-        }
         let batch: Vec<Dim> = row_free
             .iter()
             .copied()
             .filter(|d| d.0 != first.0)
             .collect();
+        // The other block is read again for every batch index (none: once per row tile).
+        if len(other) > MAX_OTHER && !batch.is_empty() {
+            return None;
+        }
         // Summed labels in the row block's order, so that its reads run forward.
         let sum: Vec<Dim> = row_block
             .iter()
@@ -480,6 +481,8 @@ mod tests {
             "abck=mbc*mak",
             "abck=ebc*eak",
             "abck=eak*ebc",
+            // No batch: the other block (34,295 elements) is read once.
+            "abck=ebck*ea",
         ] {
             check(pattern, &water);
         }

@@ -78,6 +78,13 @@ const SCALES: &[Scale] = &[
         virt: 9,
         ao: 14,
     },
+    // Water/cc-pVTZ from `sial setup` (virtual segments 27 and 26, AO 30 and 28).
+    Scale {
+        name: "tz",
+        occ: 5,
+        virt: 27,
+        ao: 30,
+    },
 ];
 
 impl Scale {

@@ -65,7 +65,7 @@ impl Broadcast {
     /// "Contractions as broadcast products"): AVX-512 present; dst's first label leads one
     /// block, or lies in a block small enough to copy with it leading ("... its row block
     /// copied"), and is at least one vector long; and the other block is small enough to stay
-    /// in L2 while every batch index reads it again.
+    /// in L2 while every batch index and row tile reads it again, or read only once.
     pub(crate) fn new(b: &Blocks<'_>, fl: &[Dim], fr: &[Dim], c: &[Dim]) -> Option<Broadcast> {
         const MAX_OTHER: usize = 1 << 14;
         // A row block copied first stays within L1 (32 KiB).
@@ -96,8 +96,10 @@ impl Broadcast {
             .copied()
             .filter(|d| d.0 != first.0)
             .collect();
-        // The other block is read again for every batch index (none: once per row tile).
-        if len(other) > MAX_OTHER && !batch.is_empty() {
+        // The other block is read again for every batch index and row tile: past L2 only
+        // where it is read once.
+        let once = batch.is_empty() && first.1 <= VECTORS * LANES;
+        if len(other) > MAX_OTHER && !once {
             return None;
         }
         // Summed labels in the row block's order, so that its reads run forward.

@@ -48,6 +48,7 @@ const PATTERNS: &[(&str, &str)] = &[
     ("rccsd_rhf:787", "ai=cadm*dicm"),
     ("rccsd_rhf:1507", "minj=amcn*aicj"),
     ("rccsd_rhf:1103", "aibj=acbj*ci"),
+    ("rccsdpt_aab:564", "abck=ae*ebck"),
 ];
 
 /// Block extents of one job: lower-case `a..h` virtual, `i..n` occupied, upper-case AO.

@@ -135,6 +135,11 @@ impl Broadcast {
         self.row_copy.is_some()
     }
 
+    /// The extent of dst's first label, the rows of the vectors.
+    pub(crate) fn rows(&self) -> usize {
+        self.rows
+    }
+
     /// Whether the row block is the left operand.
     pub(crate) fn rows_are_left(&self) -> bool {
         self.rows_are_left

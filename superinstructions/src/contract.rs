@@ -137,9 +137,9 @@ enum Prep {
 /// (docs/benchmarks.md, "Contractions as broadcast products").
 const MANY_CALLS: usize = 20;
 
-/// A GEMM in place whose result has fewer rows than this is replaced by broadcast products
-/// where those apply.
-const NARROW_ROWS: usize = 24;
+/// A GEMM in place whose result has fewer rows than this (faer's tallest kernel), all of them
+/// dst's first label, is replaced by broadcast products where those apply.
+const NARROW_ROWS: usize = 48;
 
 /// How the GEMM result reaches dst.
 #[derive(Clone, Debug)]
@@ -399,10 +399,12 @@ impl ContractionPlan {
                 }),
             }
         } else {
-            // A GEMM on the blocks in place whose result has fewer rows than faer's kernels
-            // (24 and 48 tall), as `abck = ebck * ea` (`a` of 19 rows): broadcast products,
-            // its row block copied first, ran 1.2–1.45× as fast ("Contractions as broadcast
-            // products: narrow results in place"); on taller results faer wins.
+            // A GEMM on the blocks in place whose result has fewer rows than faer's kernels are
+            // tall (48), all of them dst's first label, as `abck = ebck * ea` (`a` of 19 or 27
+            // rows): broadcast products, its row block copied first, ran 1.17–1.45× as fast
+            // ("Contractions as broadcast products: narrow results in place"). Where the rows
+            // merge several labels (`aibj = aicl * clbj`: 45 rows of 9 × 5), or are more, faer
+            // wins.
             let rows = if swapped { dims.n } else { dims.m };
             let blocks = Blocks {
                 dst: &dd,
@@ -412,6 +414,7 @@ impl ContractionPlan {
             (rows < NARROW_ROWS)
                 .then(|| Broadcast::new(&blocks, fl, fr, c))
                 .flatten()
+                .filter(|b| b.rows() == rows)
                 .map_or(CpuForm::Single, |b| CpuForm::Broadcast(Box::new(b)))
         };
         Ok(ContractionPlan {
@@ -1043,7 +1046,14 @@ mod tests {
         let (l, r) = ([A, B, D], [D, C, K]);
         let p = plan(&d, &ext, &l, &v(3), &r, &ext[1..])?;
         assert!(!p.cpu_broadcast() && p.permutes() == Permutes::default());
-        check((&d, &ext), (&l, &v(3)), (&r, &ext[1..]), 13)
+        check((&d, &ext), (&l, &v(3)), (&r, &ext[1..]), 13)?;
+        // rccsd_rhf:1603, `aibj = aicl * clbj` at the test job's extents: 45 rows, but `a`
+        // alone is 9 of them.
+        let (d, l, r) = ([A, I, B, J], [A, I, C, L], [C, L, B, J]);
+        let ext = [9, 5, 9, 5];
+        let p = plan(&d, &ext, &l, &ext, &r, &ext)?;
+        assert!(!p.cpu_broadcast() && p.permutes() == Permutes::default());
+        check((&d, &ext), (&l, &ext), (&r, &ext), 14)
     }
 
     #[test]

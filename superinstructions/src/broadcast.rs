@@ -67,7 +67,8 @@ impl Broadcast {
     /// copied"), and is at least one vector long; and the other block is small enough to stay
     /// in L2 while every batch index and row tile reads it again, or read only once.
     pub(crate) fn new(b: &Blocks<'_>, fl: &[Dim], fr: &[Dim], c: &[Dim]) -> Option<Broadcast> {
-        const MAX_OTHER: usize = 1 << 14;
+        // A quarter of this machine's L2 (docs/benchmarks.md, "... a larger other block").
+        const MAX_OTHER: usize = 1 << 15;
         // A row block copied first stays within L1 (32 KiB).
         const MAX_ROW_COPY: usize = 1 << 12;
         let first = *b.dst.first()?;

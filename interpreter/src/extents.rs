@@ -21,24 +21,25 @@ impl Extents {
     /// The extents of `ext`, or `None` for more than [`MAX_RANK`] (which validated bytecode
     /// never declares).
     pub fn new(ext: &[usize]) -> Option<Extents> {
-        let mut out = Extents::zeroed(ext.len())?;
-        out.copy_from_slice(ext);
-        Some(out)
+        Extents::of(ext).ok()
     }
 
     /// [`Extents::new`], or an internal error naming the rank.
     pub fn of(ext: &[usize]) -> crate::error::Result<Extents> {
-        Extents::new(ext).ok_or_else(|| {
-            crate::error::RuntimeError::new(format!(
-                "internal: a block of {} dimensions (at most {MAX_RANK})",
-                ext.len()
-            ))
-        })
+        let mut out = Extents::zeroed(ext.len())?;
+        out.copy_from_slice(ext);
+        Ok(out)
     }
 
-    /// `rank` extents of 0, to be set through `DerefMut`; `None` as [`Extents::new`].
-    pub fn zeroed(rank: usize) -> Option<Extents> {
-        (rank <= MAX_RANK).then_some(Extents {
+    /// `rank` extents of 0, to be set through `DerefMut`; an internal error naming the rank
+    /// for more than [`MAX_RANK`].
+    pub fn zeroed(rank: usize) -> crate::error::Result<Extents> {
+        if rank > MAX_RANK {
+            return Err(crate::error::RuntimeError::new(format!(
+                "internal: a block of {rank} dimensions (at most {MAX_RANK})"
+            )));
+        }
+        Ok(Extents {
             rank: rank as u8,
             ext: [0; MAX_RANK],
         })

@@ -354,12 +354,12 @@ impl ContractionPlan {
         };
         // A plan that copies can be beaten by the other forms (which copy less); one that does
         // not, only where its GEMM is narrow.
+        let blocks = Blocks {
+            dst: &dd,
+            left: &ld,
+            right: &rd,
+        };
         let cpu = if best.0 > 0 {
-            let blocks = Blocks {
-                dst: &dd,
-                left: &ld,
-                right: &rd,
-            };
             let operand_copied = [(&left, ops.lens[1]), (&right, ops.lens[2])]
                 .iter()
                 .filter(|(p, _)| matches!(p, Prep::Permute { .. }))
@@ -406,11 +406,6 @@ impl ContractionPlan {
             // merge several labels (`aibj = aicl * clbj`: 45 rows of 9 × 5), or are more, faer
             // wins.
             let rows = if swapped { dims.n } else { dims.m };
-            let blocks = Blocks {
-                dst: &dd,
-                left: &ld,
-                right: &rd,
-            };
             (rows < NARROW_ROWS)
                 .then(|| Broadcast::new(&blocks, fl, fr, c))
                 .flatten()

@@ -24,7 +24,10 @@
 //! 6. where a staged tile's destination rows are short too (as in the reversal of a 12⁶
 //!    block, or `[3,1,2,0]` of a 16⁴ one), stages the planes along the destination's next loop
 //!    into one buffer, as many as it holds, so that destination rows are written long and
-//!    whole ([`Gather`]).
+//!    whole ([`Gather`]);
+//! 7. where the CPU has AVX-512 and both plane extents are multiples of 8, moves 8×8 blocks in
+//!    registers instead, each line read or written once, whole, with no staging
+//!    ([`in_eights`]).
 
 use crate::error::{KernelError, Role};
 use crate::labels::{Operand, OperandMut, permutation_from_labels};
@@ -266,13 +269,26 @@ fn run<S: Store>(dst: &mut [f64], src: &[f64], loops: &Loops, st: S, may_stream:
         }
     }
     let outer = &outer[..n_outer];
-    let next_ss = outer.first().map_or(0, |l| l.ss);
-    let cut = cut(
-        a,
-        b,
-        next_ss,
-        may_stream && st.alpha().is_none() && streams(dst, a),
-    );
+    let cut = cut(a, b, may_stream && st.alpha().is_none() && streams(dst, a));
+    if in_eights(a, b, &cut) {
+        // The planes along the first outer loop go to the kernel together.
+        let single = Loop { n: 1, ds: 0, ss: 0 };
+        let (batch, rest) = outer
+            .split_first()
+            .map_or((single, outer), |(&batch, rest)| (batch, rest));
+        for_each_offset(rest, |doff, soff| {
+            let tile = Tile {
+                d0: doff,
+                s0: soff,
+                na: a.n,
+                nb: b.n,
+                src_row: a.ss,
+                dst_row: b.ds,
+            };
+            tile::transpose_batch(dst, src, tile, batch, st);
+        });
+        return;
+    }
     if cut.staged
         && !cut.stream
         && let Some(gather) = Gather::of(a, b, outer)
@@ -457,10 +473,7 @@ struct Cut {
 /// Where the destination may stream (`stream`, see [`streams`]), the tiles are square and
 /// their destination rows streamed, also where the source rows are far apart, or long as in
 /// the mirror cut; tile rows are then whole cache lines.
-///
-/// `next_ss` is the source stride of the loop next outside the plane (0 if none): the loop a
-/// batch of one-tile planes runs along ([`tile::transpose_batch`]).
-fn cut(a: Loop, b: Loop, next_ss: usize, stream: bool) -> Cut {
+fn cut(a: Loop, b: Loop, stream: bool) -> Cut {
     let dst_crowded = set_conflicts(b.ds, b.n, CROWDED);
     let src_crowded = set_conflicts(a.ss, a.n, CROWDED);
     let lines = |n: usize| if stream { n.next_multiple_of(LINE) } else { n };
@@ -493,21 +506,29 @@ fn cut(a: Loop, b: Loop, next_ss: usize, stream: bool) -> Cut {
         };
     }
     // The tile kernel reads across all the tile's source rows, so one line of each must stay
-    // in L1 for the whole tile; staged where those rows share L1 sets. Except for one-tile
-    // planes in 8 × 8 blocks, which read each line once, whole, when the batch moves on by
-    // at least 1 KiB in the source: the 16⁴ and 24⁴ reversals ran 1.3–1.4× faster so; where
-    // the batch moves by less (`[3,1,2,0]`), the tiles' lines crowd the same sets and it lost.
-    let unstaged = one_tile && next_ss >= EIGHTS_STEP && tile::eight_wide(a.n, b.n);
+    // in L1 for the whole tile; staged where those rows share L1 sets.
     Cut {
         tiles: square,
-        staged: conflicts && !unstaged,
+        staged: conflicts,
         stream: square_streams,
     }
 }
 
-/// A batch of one-tile planes in 8 × 8 blocks needs no staging when it moves on by at least
-/// this many source elements (1 KiB) per plane (see [`cut`]).
-const EIGHTS_STEP: usize = 128;
+/// Whether the planes go in 8 × 8 blocks held in AVX-512 registers
+/// ([`tile::transpose_batch`]) rather than by the [`Cut`]'s tiles: where the CPU has them, both
+/// extents are multiples of 8, and the destination does not stream. Each source and
+/// destination line is then read or written once, whole, so rows that share L1 sets cannot
+/// evict each other's lines half used, and no staging is needed: 16⁴ and 24⁴ ran 1.2–1.6×
+/// faster so where the tiles were staged, narrow or square (docs/benchmarks.md,
+/// "Permutations: 8 × 8 blocks for every plane"). Except the narrow and mirror cuts whose
+/// tiles are longer than a tile (32⁴ `[2,0,1,3]`, 48⁴ `[3,0,2,1]`, 24⁴ `[1,2,3,0]`): their
+/// long runs keep few pages in use, and the 8 × 8 blocks, which cross all the plane's rows
+/// for each column of blocks, lost 1.05–1.2× there.
+fn in_eights(a: Loop, b: Loop, cut: &Cut) -> bool {
+    let (across, along) = cut.tiles;
+    let long_and_thin = across.min(along) <= NARROW && across.max(along) > TILE;
+    !cut.stream && !long_and_thin && tile::eight_wide(a.n, b.n)
+}
 
 /// Rows per L1 set past which a narrow or mirror cut's short side evicts its own lines, and
 /// past which staging the source rows pays ([`set_conflicts`]).
@@ -761,7 +782,7 @@ mod tests {
         ];
         for (i, (ext, perm)) in cases.iter().enumerate() {
             let (a, b, outer) = plane_in(ext, perm)?;
-            let staged = cut(a, b, outer[0].ss, false).staged;
+            let staged = cut(a, b, false).staged;
             let gather = Gather::of(a, b, &outer).filter(|_| staged);
             let groups = gather.map(|g| (g.chunk, g.next.n));
             assert_eq!(
@@ -884,20 +905,40 @@ mod tests {
         Ok(())
     }
 
-    /// One-tile planes whose rows share L1 sets go unstaged in 8 × 8 blocks where the batch
-    /// moves on far enough in the source (the 16⁴ reversal), else staged (`[3,1,2,0]`).
+    /// Planes whose extents are multiples of 8 go in 8 × 8 blocks where the CPU has AVX-512,
+    /// whatever their tiles (one tile, staged, narrow, a single plane), except narrow cuts
+    /// longer than a tile and streamed destinations; the values are the same either way.
     #[test]
-    fn eight_wide_batches_need_no_staging() -> Result<(), KernelError> {
-        let (a, b) = plane(&[16, 16, 16, 16], &[3, 2, 1, 0])?;
-        // The reversal's batch runs along source index 2: 256 elements on.
-        let reversal = cut(a, b, 256, false);
-        assert_eq!(reversal.tiles, (16, 16));
-        assert_eq!(reversal.staged, !tile::eight_wide(16, 16));
-        // `[3,1,2,0]`: the batch runs along source index 1, 16 elements on.
-        assert!(cut(a, b, 16, false).staged);
-        check_one(&[16, 16, 16, 16], &[3, 2, 1, 0], 16)?;
-        check_one(&[16, 16, 16, 16], &[3, 1, 2, 0], 17)?;
-        check_one(&[8, 24, 16, 24], &[3, 2, 1, 0], 18)?;
+    fn eight_wide_planes_go_in_blocks() -> Result<(), KernelError> {
+        let eights = tile::eight_wide(8, 8);
+        let cases: [(&[usize], &[usize], bool); 7] = [
+            // One tile, batch along the destination's rows (`batch.ds == na`).
+            (&[16, 16, 16, 16], &[2, 1, 0, 3], eights),
+            // The reversal.
+            (&[16, 16, 16, 16], &[3, 2, 1, 0], eights),
+            // Staged tiles of a long plane.
+            (&[16, 16, 16, 16], &[2, 3, 1, 0], eights),
+            // A narrow cut one tile long.
+            (&[24, 24, 24, 24], &[3, 1, 0, 2], eights),
+            // A single plane (no outer loop).
+            (&[16, 16, 16, 16], &[2, 3, 0, 1], eights),
+            // A narrow cut longer than a tile.
+            (&[32, 32, 32, 32], &[2, 0, 1, 3], false),
+            // Extents not multiples of 8.
+            (&[12, 12, 12, 12], &[3, 2, 1, 0], false),
+        ];
+        for (i, (ext, perm, blocks)) in cases.into_iter().enumerate() {
+            let (a, b) = plane(ext, perm)?;
+            assert_eq!(
+                in_eights(a, b, &cut(a, b, false)),
+                blocks,
+                "{ext:?} {perm:?}"
+            );
+            check_one(ext, perm, 3000 + 10 * i as u64)?;
+        }
+        // A streamed destination keeps its tiles.
+        let (a, b) = plane(&[32, 32, 32, 32], &[3, 2, 1, 0])?;
+        assert!(!in_eights(a, b, &cut(a, b, true)));
         Ok(())
     }
 
@@ -922,7 +963,7 @@ mod tests {
         // Rows 4 KiB apart: all in one L1 set, staged square tiles.
         let (a, b) = plane(&[512, 40], &[1, 0])?;
         assert_eq!(
-            cut(a, b, 0, false),
+            cut(a, b, false),
             Cut {
                 tiles: (40, 32),
                 staged: true,
@@ -933,7 +974,7 @@ mod tests {
         // Staged with short destination rows.
         let (a, b) = plane(&[512, 20], &[1, 0])?;
         assert_eq!(
-            cut(a, b, 0, false),
+            cut(a, b, false),
             Cut {
                 tiles: (20, 32),
                 staged: true,
@@ -945,7 +986,7 @@ mod tests {
         // Source rows 8 KiB apart: narrow tiles.
         let (a, b) = plane(&[300, 5, 17], &[2, 0, 1])?;
         assert_eq!(
-            cut(a, b, 0, false),
+            cut(a, b, false),
             Cut {
                 tiles: (8, 250),
                 staged: false,
@@ -955,7 +996,7 @@ mod tests {
         // Destination rows far apart, source rows close: the mirror.
         let (a, b) = plane(&[17, 5, 300], &[1, 2, 0])?;
         assert_eq!(
-            cut(a, b, 0, false),
+            cut(a, b, false),
             Cut {
                 tiles: (250, 8),
                 staged: false,
@@ -966,7 +1007,7 @@ mod tests {
         // Both close, no conflicts: square tiles.
         let (a, b) = plane(&[100, 70], &[1, 0])?;
         assert_eq!(
-            cut(a, b, 0, false),
+            cut(a, b, false),
             Cut {
                 tiles: (24, 25),
                 staged: false,
@@ -977,7 +1018,7 @@ mod tests {
         // so that the planes go to the kernel together (`transpose_batch`), not the mirror.
         let (a, b) = plane(&[16, 16, 16, 16], &[1, 3, 2, 0])?;
         assert_eq!(
-            cut(a, b, 0, false),
+            cut(a, b, false),
             Cut {
                 tiles: (16, 16),
                 staged: false,
@@ -989,7 +1030,7 @@ mod tests {
         // plane stays narrow.
         let (a, b) = plane(&[16, 16, 16, 16], &[3, 0, 2, 1])?;
         assert_eq!(
-            cut(a, b, 0, false),
+            cut(a, b, false),
             Cut {
                 tiles: (8, 16),
                 staged: false,
@@ -1004,21 +1045,21 @@ mod tests {
     fn streamed_cuts_are_square_with_whole_lines() -> Result<(), KernelError> {
         // Far source rows: square staged tiles instead of narrow ones.
         let (a, b) = plane(&[32, 32, 32, 32], &[2, 0, 3, 1])?;
-        assert_eq!(cut(a, b, 0, false).tiles, (8, 32));
+        assert_eq!(cut(a, b, false).tiles, (8, 32));
         let streamed = Cut {
             tiles: (32, 32),
             staged: true,
             stream: true,
         };
-        assert_eq!(cut(a, b, 0, true), streamed);
+        assert_eq!(cut(a, b, true), streamed);
         let (a, b) = plane(&[32, 32, 32, 32], &[3, 2, 1, 0])?;
-        assert_eq!(cut(a, b, 0, true), streamed);
+        assert_eq!(cut(a, b, true), streamed);
         // The mirror keeps its long rows, now streamed; rows rounded up to whole lines.
         let (a, b) = plane(&[17, 8, 300], &[1, 2, 0])?;
         assert_eq!(a.n, 2400);
-        assert_eq!(cut(a, b, 0, false).tiles, (240, 8));
+        assert_eq!(cut(a, b, false).tiles, (240, 8));
         assert_eq!(
-            cut(a, b, 0, true),
+            cut(a, b, true),
             Cut {
                 tiles: (240, 8),
                 staged: false,
@@ -1027,7 +1068,7 @@ mod tests {
         );
         // Tiles under STREAM_ROW do not stream.
         let (a, b) = plane(&[512, 24], &[1, 0])?;
-        assert!(!cut(a, b, 0, true).stream);
+        assert!(!cut(a, b, true).stream);
         // Only a large destination on a line (placed as the `sial` binary's allocator places
         // blocks), with rows of whole lines, streams.
         let on_a_line = Scratch::new;

@@ -77,7 +77,7 @@ pub(super) fn transpose<S: Store>(dst: &mut [f64], src: &[f64], tile: Tile, st: 
 /// Whether a batch of `na × nb` tiles goes through 8 × 8 blocks in AVX-512 registers on this
 /// CPU ([`avx512`]): each source and destination line of such a block is read or written once,
 /// whole, so the lines of the batch's tiles, which often share L1 sets, cannot evict each
-/// other half used. (Single tiles of long planes lost 5–10% by it: docs/benchmarks.md.)
+/// other half used. Which planes take it is `permute::in_eights`'s choice.
 pub(super) fn eight_wide(na: usize, nb: usize) -> bool {
     #[cfg(target_arch = "x86_64")]
     {
@@ -268,6 +268,15 @@ mod avx512 {
 
     /// [`super::transpose_batch`] with 8 × 8 blocks.
     ///
+    /// Where the batch's tiles follow each other in the destination (`batch.ds == t.na`: the
+    /// 16⁴ and 24⁴ reversals, `[2,1,0,3]`, `[2,1,3,0]`, `[1,3,2,0]`), each block position is
+    /// taken in every tile before the next position, not each tile whole in turn. Whole tiles
+    /// in turn load each block where the block before it stored, modulo 4 KiB, when source
+    /// and destination sit at the same offset in their pages (as the allocator puts large
+    /// blocks): 16⁴ `[2,1,0,3]` ran 2.3× slower so than with the destination 512 bytes
+    /// further, and as fast across the tiles (docs/benchmarks.md, "Permutations: 8 × 8 blocks
+    /// for every plane"). Elsewhere (`[1,0,2,3]`, `[2,0,3,1]`) going across lost 1.1–1.5×.
+    ///
     /// # Safety
     /// AVX-512F must be available and every tile of the batch in bounds of `dst` and `src`.
     #[target_feature(enable = "avx512f")]
@@ -278,9 +287,27 @@ mod avx512 {
         batch: Loop,
         alpha: f64,
     ) {
-        for r in 0..batch.n {
-            // SAFETY: the caller's contract, for each tile.
-            unsafe { transpose::<ADD>(dst, src, t.along(batch, r), alpha) };
+        if batch.ds != t.na {
+            for r in 0..batch.n {
+                // SAFETY: the caller's contract, for each tile.
+                unsafe { transpose::<ADD>(dst, src, t.along(batch, r), alpha) };
+            }
+            return;
+        }
+        let a = _mm512_set1_pd(alpha);
+        for k in (0..t.nb).step_by(8) {
+            for i in (0..t.na).step_by(8) {
+                for r in 0..batch.n {
+                    let t = t.along(batch, r);
+                    // SAFETY: rows `k..k + 8 <= nb` and columns `i..i + 8 <= na` of tile `r`,
+                    // which the caller checked.
+                    unsafe {
+                        let d = dst.add(t.d0 + k * t.dst_row + i);
+                        let s = src.add(t.s0 + i * t.src_row + k);
+                        block::<ADD>(d, t.dst_row, s, t.src_row, a);
+                    }
+                }
+            }
         }
     }
 

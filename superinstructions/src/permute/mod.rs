@@ -285,8 +285,15 @@ fn run<S: Store>(dst: &mut [f64], src: &[f64], loops: &Loops, st: S, may_stream:
                 src_row: a.ss,
                 dst_row: b.ds,
             };
-            tile::transpose_batch(dst, src, tile, batch, st);
+            if cut.stream {
+                tile::transpose_batch_streamed(dst, src, tile, batch);
+            } else {
+                tile::transpose_batch(dst, src, tile, batch, st);
+            }
         });
+        if cut.stream {
+            tile::fence();
+        }
         return;
     }
     if cut.staged
@@ -515,19 +522,21 @@ fn cut(a: Loop, b: Loop, stream: bool) -> Cut {
 }
 
 /// Whether the planes go in 8 × 8 blocks held in AVX-512 registers
-/// ([`tile::transpose_batch`]) rather than by the [`Cut`]'s tiles: where the CPU has them, both
-/// extents are multiples of 8, and the destination does not stream. Each source and
-/// destination line is then read or written once, whole, so rows that share L1 sets cannot
-/// evict each other's lines half used, and no staging is needed: 16⁴ and 24⁴ ran 1.2–1.6×
-/// faster so where the tiles were staged, narrow or square (docs/benchmarks.md,
-/// "Permutations: 8 × 8 blocks for every plane"). Except the narrow and mirror cuts whose
-/// tiles are longer than a tile (32⁴ `[2,0,1,3]`, 48⁴ `[3,0,2,1]`, 24⁴ `[1,2,3,0]`): their
-/// long runs keep few pages in use, and the 8 × 8 blocks, which cross all the plane's rows
-/// for each column of blocks, lost 1.05–1.2× there.
+/// ([`tile::transpose_batch`], or [`tile::transpose_batch_streamed`] where the destination
+/// streams) rather than by the [`Cut`]'s tiles: where the CPU has them and both extents are
+/// multiples of 8. Each source and destination line is then read or written once, whole, so
+/// rows that share L1 sets cannot evict each other's lines half used, no staging is needed,
+/// and a streamed destination line leaves as one whole non-temporal store, with no buffer:
+/// 16⁴ and 24⁴ ran 1.2–1.6× faster so where the tiles were staged, narrow or square, and
+/// streamed 32⁴ and 48⁴ 1.1–2× (docs/benchmarks.md, "Permutations: 8 × 8 blocks for every
+/// plane", "... streamed"). Except the narrow and mirror cuts whose tiles are longer than a
+/// tile (32⁴ `[2,0,1,3]`, 48⁴ `[3,0,2,1]`, 24⁴ `[1,2,3,0]`): their long runs keep few pages
+/// in use, and the 8 × 8 blocks, which cross all the plane's rows for each column of blocks,
+/// lost 1.05–1.2× there.
 fn in_eights(a: Loop, b: Loop, cut: &Cut) -> bool {
     let (across, along) = cut.tiles;
     let long_and_thin = across.min(along) <= NARROW && across.max(along) > TILE;
-    !cut.stream && !long_and_thin && tile::eight_wide(a.n, b.n)
+    !long_and_thin && tile::eight_wide(a.n, b.n)
 }
 
 /// Rows per L1 set past which a narrow or mirror cut's short side evicts its own lines, and
@@ -936,9 +945,34 @@ mod tests {
             );
             check_one(ext, perm, 3000 + 10 * i as u64)?;
         }
-        // A streamed destination keeps its tiles.
+        // A streamed destination too, its lines stored whole past the caches.
         let (a, b) = plane(&[32, 32, 32, 32], &[3, 2, 1, 0])?;
-        assert!(!in_eights(a, b, &cut(a, b, true)));
+        assert_eq!(in_eights(a, b, &cut(a, b, true)), eights);
+        Ok(())
+    }
+
+    /// Destinations large enough to stream, on a cache line as the allocator of the `sial`
+    /// binary puts them, in 8 × 8 blocks and in tiles: the values of the naive loop.
+    #[test]
+    fn streamed_destinations_hold_the_permuted_values() -> Result<(), KernelError> {
+        let cases: [(&[usize], &[usize]); 4] = [
+            (&[32, 32, 32, 32], &[3, 2, 1, 0]),
+            (&[32, 32, 32, 32], &[2, 1, 3, 0]),
+            (&[1024, 1024], &[1, 0]),
+            (&[31, 33, 32, 32], &[3, 2, 1, 0]),
+        ];
+        for (i, (ext, perm)) in cases.into_iter().enumerate() {
+            let s = Shape::new(ext)?;
+            let d = s.permuted(perm)?;
+            let src = random_vec(s.len(), 4000 + i as u64);
+            let expect = naive_permute(&src, &s, perm);
+            let mut buf = vec![0.0; d.len() + 8];
+            let skip = buf.as_ptr().align_offset(64).min(8);
+            let dst = &mut buf[skip..skip + d.len()];
+            assert!(streams(dst, plane(ext, perm)?.0) || !tile::can_stream());
+            permute(dst, &d, &src, &s, perm)?;
+            assert!(dst == expect.as_slice(), "{ext:?} {perm:?}");
+        }
         Ok(())
     }
 

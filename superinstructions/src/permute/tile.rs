@@ -118,8 +118,12 @@ pub(super) fn transpose_batch<S: Store>(
                 // borrows.
                 unsafe {
                     match (st.alpha(), eight_wide(tile.na, tile.nb)) {
-                        (None, true) => avx512::transpose_batch::<false>(d, s, tile, batch, 0.0),
-                        (Some(a), true) => avx512::transpose_batch::<true>(d, s, tile, batch, a),
+                        (None, true) => {
+                            avx512::transpose_batch::<false, false>(d, s, tile, batch, 0.0)
+                        }
+                        (Some(a), true) => {
+                            avx512::transpose_batch::<true, false>(d, s, tile, batch, a)
+                        }
                         (None, false) => avx::transpose_batch::<false>(d, s, tile, batch, 0.0),
                         (Some(a), false) => avx::transpose_batch::<true>(d, s, tile, batch, a),
                     }
@@ -131,6 +135,45 @@ pub(super) fn transpose_batch<S: Store>(
     for r in 0..batch.n {
         transpose(dst, src, tile.along(batch, r), st);
     }
+}
+
+/// [`transpose_batch`] of a plain copy in 8 × 8 blocks whose destination lines bypass the
+/// caches (non-temporal stores of whole lines); the caller calls [`fence`] before the
+/// destination is read. Every destination line of the batch must start on a cache line: the
+/// destination does, and its rows, tiles and batch step are whole lines apart. Falls back to
+/// [`transpose_batch`] where the CPU or the placement does not allow it.
+pub(super) fn transpose_batch_streamed(dst: &mut [f64], src: &[f64], tile: Tile, batch: Loop) {
+    #[cfg(target_arch = "x86_64")]
+    if eight_wide(tile.na, tile.nb) && batch.n > 0 {
+        let lines = |n: usize| n.is_multiple_of(8);
+        let aligned = dst.as_ptr().align_offset(64) == 0
+            && lines(tile.d0)
+            && lines(tile.dst_row)
+            && (batch.n == 1 || lines(batch.ds));
+        let last = batch.n - 1;
+        let end = |start: usize, step: usize| step.checked_mul(last)?.checked_add(start);
+        if let (true, Some(d0), Some(s0)) =
+            (aligned, end(tile.d0, batch.ds), end(tile.s0, batch.ss))
+        {
+            let last = Tile { d0, s0, ..tile };
+            if tile.inside(dst.len(), src.len()) && last.inside(dst.len(), src.len()) {
+                // SAFETY: AVX-512F is present (`eight_wide`), every tile of the batch lies
+                // inside the buffers, every destination line starts on a cache line (above),
+                // and `dst` and `src` are distinct borrows.
+                unsafe {
+                    avx512::transpose_batch::<false, true>(
+                        dst.as_mut_ptr(),
+                        src.as_ptr(),
+                        tile,
+                        batch,
+                        0.0,
+                    )
+                };
+                return;
+            }
+        }
+    }
+    transpose_batch(dst, src, tile, batch, super::Assign);
 }
 
 /// The scalar transpose: each destination row written whole before the next.
@@ -239,6 +282,7 @@ mod avx512 {
     use crate::packed::x86::transpose_registers;
     use std::arch::x86_64::{
         __m512d, _mm512_add_pd, _mm512_loadu_pd, _mm512_mul_pd, _mm512_set1_pd, _mm512_storeu_pd,
+        _mm512_stream_pd,
     };
 
     /// The tile in 8 × 8 blocks; `na` and `nb` are multiples of 8.
@@ -246,7 +290,7 @@ mod avx512 {
     /// # Safety
     /// AVX-512F must be available and every element of `t` in bounds of `dst` and `src`.
     #[target_feature(enable = "avx512f")]
-    pub(super) unsafe fn transpose<const ADD: bool>(
+    pub(super) unsafe fn transpose<const ADD: bool, const NT: bool>(
         dst: *mut f64,
         src: *const f64,
         t: Tile,
@@ -260,7 +304,7 @@ mod avx512 {
                 unsafe {
                     let d = dst.add(t.d0 + k * t.dst_row + i);
                     let s = src.add(t.s0 + i * t.src_row + k);
-                    block::<ADD>(d, t.dst_row, s, t.src_row, a);
+                    block::<ADD, NT>(d, t.dst_row, s, t.src_row, a);
                 }
             }
         }
@@ -280,7 +324,7 @@ mod avx512 {
     /// # Safety
     /// AVX-512F must be available and every tile of the batch in bounds of `dst` and `src`.
     #[target_feature(enable = "avx512f")]
-    pub(super) unsafe fn transpose_batch<const ADD: bool>(
+    pub(super) unsafe fn transpose_batch<const ADD: bool, const NT: bool>(
         dst: *mut f64,
         src: *const f64,
         t: Tile,
@@ -290,7 +334,7 @@ mod avx512 {
         if batch.ds != t.na {
             for r in 0..batch.n {
                 // SAFETY: the caller's contract, for each tile.
-                unsafe { transpose::<ADD>(dst, src, t.along(batch, r), alpha) };
+                unsafe { transpose::<ADD, NT>(dst, src, t.along(batch, r), alpha) };
             }
             return;
         }
@@ -304,7 +348,7 @@ mod avx512 {
                     unsafe {
                         let d = dst.add(t.d0 + k * t.dst_row + i);
                         let s = src.add(t.s0 + i * t.src_row + k);
-                        block::<ADD>(d, t.dst_row, s, t.src_row, a);
+                        block::<ADD, NT>(d, t.dst_row, s, t.src_row, a);
                     }
                 }
             }
@@ -319,7 +363,13 @@ mod avx512 {
     /// AVX-512F must be available and the 8 source and 8 destination rows in bounds.
     #[target_feature(enable = "avx512f")]
     #[inline]
-    unsafe fn block<const ADD: bool>(d: *mut f64, ds: usize, s: *const f64, ss: usize, a: __m512d) {
+    unsafe fn block<const ADD: bool, const NT: bool>(
+        d: *mut f64,
+        ds: usize,
+        s: *const f64,
+        ss: usize,
+        a: __m512d,
+    ) {
         // SAFETY: the caller's contract.
         let r: [__m512d; 8] = std::array::from_fn(|i| unsafe { _mm512_loadu_pd(s.add(i * ss)) });
         let columns = transpose_registers(r);
@@ -329,6 +379,8 @@ mod avx512 {
                 let p = d.add(j * ds);
                 if ADD {
                     _mm512_storeu_pd(p, _mm512_add_pd(_mm512_loadu_pd(p), _mm512_mul_pd(a, c)));
+                } else if NT {
+                    _mm512_stream_pd(p, c);
                 } else {
                     _mm512_storeu_pd(p, c);
                 }

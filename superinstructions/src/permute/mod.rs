@@ -915,8 +915,8 @@ mod tests {
     }
 
     /// Planes whose extents are multiples of 8 go in 8 × 8 blocks where the CPU has AVX-512,
-    /// whatever their tiles (one tile, staged, narrow, a single plane), except narrow cuts
-    /// longer than a tile and streamed destinations; the values are the same either way.
+    /// whatever their tiles (one tile, staged, narrow, a single plane, streamed), except
+    /// narrow cuts longer than a tile; the values are the same either way.
     #[test]
     fn eight_wide_planes_go_in_blocks() -> Result<(), KernelError> {
         let eights = tile::eight_wide(8, 8);

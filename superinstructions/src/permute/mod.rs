@@ -270,21 +270,16 @@ fn run<S: Store>(dst: &mut [f64], src: &[f64], loops: &Loops, st: S, may_stream:
     }
     let outer = &outer[..n_outer];
     let cut = cut(a, b, may_stream && st.alpha().is_none() && streams(dst, a));
-    if in_eights(a, b, &cut) {
-        // The planes along the first outer loop go to the kernel together.
+    // Planes of one tile that need neither staging nor streaming, and planes in 8 × 8 blocks:
+    // the planes along the first outer loop go to the kernel in one call.
+    let one_tile = !cut.staged && !cut.stream && cut.tiles == (a.n, b.n) && !outer.is_empty();
+    if one_tile || in_eights(a, b, &cut) {
         let single = Loop { n: 1, ds: 0, ss: 0 };
         let (batch, rest) = outer
             .split_first()
             .map_or((single, outer), |(&batch, rest)| (batch, rest));
         for_each_offset(rest, |doff, soff| {
-            let tile = Tile {
-                d0: doff,
-                s0: soff,
-                na: a.n,
-                nb: b.n,
-                src_row: a.ss,
-                dst_row: b.ds,
-            };
+            let tile = Plane { a, b, doff, soff }.whole();
             if cut.stream {
                 tile::transpose_batch_streamed(dst, src, tile, batch);
             } else {
@@ -314,21 +309,6 @@ fn run<S: Store>(dst: &mut [f64], src: &[f64], loops: &Loops, st: S, may_stream:
             let plane = Plane { a, b, doff, soff };
             let out = out.as_deref_mut();
             transpose_tiles_staged(dst, src, plane, &cut, buf, out, st);
-        });
-    } else if let (false, Some((&batch, rest))) =
-        (stream || cut.tiles != (a.n, b.n), outer.split_first())
-    {
-        // Each plane is one tile: the planes along the first outer loop go in one call.
-        for_each_offset(rest, |doff, soff| {
-            let tile = Tile {
-                d0: doff,
-                s0: soff,
-                na: a.n,
-                nb: b.n,
-                src_row: a.ss,
-                dst_row: b.ds,
-            };
-            tile::transpose_batch(dst, src, tile, batch, st);
         });
     } else {
         for_each_offset(outer, |doff, soff| {
@@ -598,6 +578,20 @@ struct Plane {
     b: Loop,
     doff: usize,
     soff: usize,
+}
+
+impl Plane {
+    /// The whole plane as one tile.
+    fn whole(self) -> Tile {
+        Tile {
+            d0: self.doff,
+            s0: self.soff,
+            na: self.a.n,
+            nb: self.b.n,
+            src_row: self.a.ss,
+            dst_row: self.b.ds,
+        }
+    }
 }
 
 /// 2-D transpose of a [`Plane`] in tiles of `ta × tb`, each transposed directly from source to

@@ -39,6 +39,22 @@ impl Tile {
         }
     }
 
+    /// Whether every tile of a batch along `batch` lies inside the buffers: the offsets grow
+    /// with the tile's place in the batch, so the first and the last inside means all are.
+    fn batch_inside(&self, batch: Loop, dst_len: usize, src_len: usize) -> bool {
+        let Some(last) = batch.n.checked_sub(1) else {
+            return false;
+        };
+        let end = |start: usize, step: usize| step.checked_mul(last)?.checked_add(start);
+        match (end(self.d0, batch.ds), end(self.s0, batch.ss)) {
+            (Some(d0), Some(s0)) => {
+                let last = Tile { d0, s0, ..*self };
+                self.inside(dst_len, src_len) && last.inside(dst_len, src_len)
+            }
+            _ => false,
+        }
+    }
+
     /// Whether every element the tile reads and writes lies inside the buffers; the vector
     /// path relies on it instead of per-element bounds checks.
     fn inside(&self, dst_len: usize, src_len: usize) -> bool {
@@ -105,32 +121,20 @@ pub(super) fn transpose_batch<S: Store>(
     st: S,
 ) {
     #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx") && batch.n > 0 {
-        // The offsets grow with `r`: the first and the last tile inside means all are.
-        let last = batch.n - 1;
-        let end = |start: usize, step: usize| step.checked_mul(last)?.checked_add(start);
-        if let (Some(d0), Some(s0)) = (end(tile.d0, batch.ds), end(tile.s0, batch.ss)) {
-            let last = Tile { d0, s0, ..tile };
-            if tile.inside(dst.len(), src.len()) && last.inside(dst.len(), src.len()) {
-                let (d, s) = (dst.as_mut_ptr(), src.as_ptr());
-                // SAFETY: AVX (and AVX-512F where `eight_wide`) is present, every tile of
-                // the batch lies inside the buffers (above), and `dst` and `src` are distinct
-                // borrows.
-                unsafe {
-                    match (st.alpha(), eight_wide(tile.na, tile.nb)) {
-                        (None, true) => {
-                            avx512::transpose_batch::<false, false>(d, s, tile, batch, 0.0)
-                        }
-                        (Some(a), true) => {
-                            avx512::transpose_batch::<true, false>(d, s, tile, batch, a)
-                        }
-                        (None, false) => avx::transpose_batch::<false>(d, s, tile, batch, 0.0),
-                        (Some(a), false) => avx::transpose_batch::<true>(d, s, tile, batch, a),
-                    }
-                }
-                return;
+    if std::arch::is_x86_feature_detected!("avx") && tile.batch_inside(batch, dst.len(), src.len())
+    {
+        let (d, s) = (dst.as_mut_ptr(), src.as_ptr());
+        // SAFETY: AVX (and AVX-512F where `eight_wide`) is present, every tile of the batch
+        // lies inside the buffers (above), and `dst` and `src` are distinct borrows.
+        unsafe {
+            match (st.alpha(), eight_wide(tile.na, tile.nb)) {
+                (None, true) => avx512::transpose_batch::<false, false>(d, s, tile, batch, 0.0),
+                (Some(a), true) => avx512::transpose_batch::<true, false>(d, s, tile, batch, a),
+                (None, false) => avx::transpose_batch::<false>(d, s, tile, batch, 0.0),
+                (Some(a), false) => avx::transpose_batch::<true>(d, s, tile, batch, a),
             }
         }
+        return;
     }
     for r in 0..batch.n {
         transpose(dst, src, tile.along(batch, r), st);
@@ -144,33 +148,27 @@ pub(super) fn transpose_batch<S: Store>(
 /// [`transpose_batch`] where the CPU or the placement does not allow it.
 pub(super) fn transpose_batch_streamed(dst: &mut [f64], src: &[f64], tile: Tile, batch: Loop) {
     #[cfg(target_arch = "x86_64")]
-    if eight_wide(tile.na, tile.nb) && batch.n > 0 {
+    {
         let lines = |n: usize| n.is_multiple_of(8);
         let aligned = dst.as_ptr().align_offset(64) == 0
             && lines(tile.d0)
             && lines(tile.dst_row)
             && (batch.n == 1 || lines(batch.ds));
-        let last = batch.n - 1;
-        let end = |start: usize, step: usize| step.checked_mul(last)?.checked_add(start);
-        if let (true, Some(d0), Some(s0)) =
-            (aligned, end(tile.d0, batch.ds), end(tile.s0, batch.ss))
+        if aligned && eight_wide(tile.na, tile.nb) && tile.batch_inside(batch, dst.len(), src.len())
         {
-            let last = Tile { d0, s0, ..tile };
-            if tile.inside(dst.len(), src.len()) && last.inside(dst.len(), src.len()) {
-                // SAFETY: AVX-512F is present (`eight_wide`), every tile of the batch lies
-                // inside the buffers, every destination line starts on a cache line (above),
-                // and `dst` and `src` are distinct borrows.
-                unsafe {
-                    avx512::transpose_batch::<false, true>(
-                        dst.as_mut_ptr(),
-                        src.as_ptr(),
-                        tile,
-                        batch,
-                        0.0,
-                    )
-                };
-                return;
-            }
+            // SAFETY: AVX-512F is present (`eight_wide`), every tile of the batch lies inside
+            // the buffers, every destination line starts on a cache line (above), and `dst`
+            // and `src` are distinct borrows.
+            unsafe {
+                avx512::transpose_batch::<false, true>(
+                    dst.as_mut_ptr(),
+                    src.as_ptr(),
+                    tile,
+                    batch,
+                    0.0,
+                )
+            };
+            return;
         }
     }
     transpose_batch(dst, src, tile, batch, super::Assign);

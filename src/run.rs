@@ -7,6 +7,7 @@ use sial_interpreter::dump::DumpFile;
 use sial_interpreter::dump::arrays::ArrayDir;
 use sial_interpreter::job::Report;
 use sial_interpreter::options::Options as RunOptions;
+use sial_interpreter::report::say;
 use sial_interpreter::setup::Setup;
 use sial_interpreter::worker::FinalState;
 
@@ -392,17 +393,17 @@ fn execute(
     match result {
         Ok(report) => report_success(args, &report, &energies, ranks.integrals.as_deref()),
         Err(e) => {
-            eprintln!("{e}");
+            say(&e.to_string());
             if let Some(dir) = &options.checkpoints
                 && let Ok(c) = dir.read_worker()
             {
-                eprintln!(
+                say(&format!(
                     "sial: {} of {} programs completed; restart the job from there with --restart {} (checkpoints in {})",
                     c.completed,
                     compiled.len(),
                     dir.id,
                     dir.path().display()
-                );
+                ));
             }
             ExitCode::from(1)
         }

@@ -6,6 +6,17 @@ use crate::worker::prefetch::{SiteStats, merge_sites};
 use crate::worker::{LineProfile, remote::merge_lines};
 use serde_json::{Value, json};
 
+/// Writes `text` and a newline to stderr in one write. Under mpirun the stderr of every rank
+/// reaches the user through the launcher, and `eprintln!` writes each formatted piece on its own,
+/// so a line of one rank could be cut by a line of another.
+pub fn say(text: &str) {
+    use std::io::Write;
+    let mut line = String::with_capacity(text.len() + 1);
+    line.push_str(text);
+    line.push('\n');
+    let _ = std::io::stderr().lock().write_all(line.as_bytes());
+}
+
 fn mib(bytes: u64) -> f64 {
     bytes as f64 / (1024.0 * 1024.0)
 }

@@ -10,6 +10,7 @@ use crate::cluster::mpi::{Link, connect};
 use crate::cluster::{ServerLink, WorkerLink};
 use crate::error::{Result, RuntimeError};
 use crate::options::Options;
+use crate::report::say;
 use crate::setup::Setup;
 use crate::specials::Registry;
 use crate::worker::{Done, FinalState, WorkerStats};
@@ -197,8 +198,8 @@ fn run(
         }
         Some(_) => {
             if world.rank() == 0 {
-                eprintln!(
-                    "WARNING: this MPI library does not allow several threads to call it (MPI_THREAD_MULTIPLE): a rank that stops answering will not be noticed"
+                say(
+                    "WARNING: this MPI library does not allow several threads to call it (MPI_THREAD_MULTIPLE): a rank that stops answering will not be noticed",
                 );
             }
             None
@@ -246,18 +247,18 @@ fn run(
         )),
     };
     let _ = out.flush();
-    eprintln!("{failure}");
+    say(&failure.to_string());
     if world.rank() == 0
         && let Some(dir) = &options.checkpoints
         && let Ok(c) = dir.read_worker()
     {
-        eprintln!(
+        say(&format!(
             "sial: {} of {} programs completed; restart the job from there with --restart {} (checkpoints in {})",
             c.completed,
             programs.len(),
             dir.id,
             dir.path().display()
-        );
+        ));
     }
     // The launcher forwards a rank's output through a pipe; an abort (this rank's or another
     // failing rank's) can tear the pipe down before the message is through. Every failing

@@ -274,7 +274,10 @@ impl Worker<'_> {
         if self.rank != 0 {
             return;
         }
-        eprintln!("WARNING:  {message} at {}:{line}", self.program.name);
+        crate::report::say(&format!(
+            "WARNING:  {message} at {}:{line}",
+            self.program.name
+        ));
     }
 
     pub(super) fn restore(&mut self, object: Persistent, label: &str) -> Result<()> {

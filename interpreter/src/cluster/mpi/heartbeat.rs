@@ -118,10 +118,10 @@ fn beat(
             }
         }
         if watching && heard.elapsed() > timeout {
-            eprintln!(
+            crate::report::say(&format!(
                 "FATAL ERROR: {watched_name} (MPI rank {watched}) has not answered for {} s: its process is stopped or hung (the job was stopped; --heartbeat sets how long to wait, 0 never)",
                 timeout.as_secs_f64()
-            );
+            ));
             // Let the message through the launcher's pipe before the abort tears it down.
             std::thread::sleep(Duration::from_millis(300));
             comm.abort(1);

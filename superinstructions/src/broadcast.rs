@@ -25,6 +25,7 @@ use std::sync::OnceLock;
 /// Vectors of a label's elements per kernel call, at most.
 const VECTORS: usize = 4;
 /// Columns of dst per kernel call, at most.
+#[cfg(target_arch = "x86_64")]
 const COLS: usize = 5;
 /// Elements per vector.
 const LANES: usize = 8;

@@ -20,6 +20,7 @@ use std::sync::OnceLock;
 /// Rows of dst (free labels of the in-place block) per kernel call.
 const ROWS: usize = 4;
 /// Most columns of dst (free labels of the other block) per kernel call.
+#[cfg(target_arch = "x86_64")]
 const COLS: usize = 5;
 /// Elements per vector.
 const LANES: usize = 8;

@@ -331,7 +331,7 @@ fn pack<const R: usize>(
     }
     let mut p = 0;
     #[cfg(not(target_arch = "x86_64"))]
-    let _ = vector;
+    let _ = (vector, &mut p);
     #[cfg(target_arch = "x86_64")]
     if vector && mr == R && R.is_multiple_of(8) {
         while p + 8 <= kc {
@@ -399,7 +399,7 @@ fn kernel(
         return;
     }
     #[cfg(not(target_arch = "x86_64"))]
-    let _ = vector;
+    let _ = (vector, base, ahead);
     // The same sums in the same order, each step one fused multiply-add.
     tile[..nr * MR].fill(0.0);
     for p in 0..kc {

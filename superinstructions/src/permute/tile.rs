@@ -41,6 +41,7 @@ impl Tile {
 
     /// Whether every tile of a batch along `batch` lies inside the buffers: the offsets grow
     /// with the tile's place in the batch, so the first and the last inside means all are.
+    #[cfg(target_arch = "x86_64")]
     fn batch_inside(&self, batch: Loop, dst_len: usize, src_len: usize) -> bool {
         let Some(last) = batch.n.checked_sub(1) else {
             return false;

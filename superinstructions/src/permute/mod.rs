@@ -24,7 +24,8 @@
 //! 6. where a staged tile's destination rows are short too (as in the reversal of a 12⁶
 //!    block, or `[3,1,2,0]` of a 16⁴ one), stages the planes along the destination's next loop
 //!    into one buffer, as many as it holds, so that destination rows are written long and
-//!    whole ([`Gather`]);
+//!    whole, and, where the source rows are short as well, the groups along the loop that
+//!    continues them, so that they are read long ([`Gather`]);
 //! 7. where the CPU has AVX-512 and both plane extents are multiples of 8, moves 8×8 blocks in
 //!    registers instead, each line read or written once, whole, with no staging
 //!    ([`in_eights`]).
@@ -295,7 +296,7 @@ fn run<S: Store>(dst: &mut [f64], src: &[f64], loops: &Loops, st: S, may_stream:
         && !cut.stream
         && let Some(gather) = Gather::of(a, b, outer)
     {
-        gather.run(dst, src, st);
+        gather.run(dst, src, st, may_stream && st.alpha().is_none());
         return;
     }
     let stream = cut.stream;
@@ -330,13 +331,22 @@ fn run<S: Store>(dst: &mut [f64], src: &[f64], loops: &Loops, st: S, may_stream:
 /// each source row read as long, instead of `a.n` elements whose partly written lines, all in
 /// one L1 set, the next plane must fetch again (docs/benchmarks.md, "Permutations: gathered
 /// planes"). The other loops run with those nearest in either array innermost, so that the
-/// pages a group of planes touches are touched again while the TLB still holds them.
+/// pages a group of planes touches are touched again while the TLB still holds them. Where
+/// the source rows are short and another loop continues them (the 12⁶ reversal again: rows of
+/// 96 bytes, continued by the source's second dimension), the groups along that loop are
+/// staged together too, so that every source row is read whole lines long ([`WIDE`]); and a
+/// large plain copy writes its gathered destination rows past the caches ([`streams`]). The
+/// 12⁶ reversal ran 2.1× as fast with both (docs/benchmarks.md, "Permutations: gathered
+/// planes read wide").
 struct Gather {
     a: Loop,
     next: Loop,
     /// Planes along `next` staged together (all of them where they fit).
     chunk: usize,
     b: Loop,
+    /// The loop that continues `b` in the source, and how many of its steps are staged
+    /// together: each source row is then read `b.n` elements per step long (see [`WIDE`]).
+    wide: Option<(Loop, usize)>,
     /// The loops outside, nearest in either array first.
     rest: [Loop; MAX_RANK],
     n_rest: usize,
@@ -344,6 +354,11 @@ struct Gather {
 
 /// A gathered buffer stays within this many elements (16 KiB), half of L1.
 const GATHER: usize = 2048;
+/// Where the source rows of a gathered group are short (`b.n` below [`STREAM_ROW`]) and a
+/// loop continues `b` in the source, groups along that loop, as many as this many elements
+/// (192 KiB, in L2) hold, are staged together: every source row is read whole lines long
+/// instead of a part of one or two lines per group.
+const WIDE: usize = 24 * 1024;
 
 impl Gather {
     /// The gathered form of plane loops `a`, `b` inside `outer`, where `outer`'s first loop
@@ -354,47 +369,88 @@ impl Gather {
         if next.ds != a.n * a.ds || planes < 2 {
             return None;
         }
+        let chunk = split(next.n, planes);
         let mut rest = [Loop::default(); MAX_RANK];
-        rest[..others.len()].copy_from_slice(others);
-        rest[..others.len()].sort_by_key(|l| l.ds.min(l.ss));
+        let mut n_rest = 0;
+        let mut wide = None;
+        for &l in others {
+            let continues_b = l.ss == b.n * b.ss && b.n < STREAM_ROW;
+            let steps = WIDE / (a.n * chunk * b.n);
+            if wide.is_none() && continues_b && steps >= 2 {
+                wide = Some((l, split(l.n, steps)));
+            } else {
+                rest[n_rest] = l;
+                n_rest += 1;
+            }
+        }
+        rest[..n_rest].sort_by_key(|l| l.ds.min(l.ss));
         Some(Gather {
             a,
             next,
-            chunk: split(next.n, planes),
+            chunk,
             b,
+            wide,
             rest,
-            n_rest: others.len(),
+            n_rest,
         })
     }
 
-    fn run<S: Store>(&self, dst: &mut [f64], src: &[f64], st: S) {
+    /// With `may_stream` (a plain copy that may bypass the caches), destinations that
+    /// [`streams`] allows are written by non-temporal stores, their gathered rows being the
+    /// rows it judges.
+    fn run<S: Store>(&self, dst: &mut [f64], src: &[f64], st: S, may_stream: bool) {
         let Gather { a, next, b, .. } = *self;
+        let gathered = Loop {
+            n: a.n * self.chunk,
+            ..a
+        };
+        let stream = may_stream && next.n.is_multiple_of(self.chunk) && streams(dst, gathered);
+        // With a wide loop `b` is one tile (`b.n` < STREAM_ROW), so its runs along the wide
+        // loop are contiguous in the source.
         let tb = tile_len(b.n);
-        let mut buf = Scratch::new(a.n * self.chunk * tb);
+        let (w, wc) = self.wide.unwrap_or((Loop { n: 1, ds: 0, ss: 0 }, 1));
+        let tile_len = a.n * self.chunk * tb;
+        let mut buf = Scratch::new(tile_len * wc);
         let buf = buf.get();
+        let mut out = stream.then(|| Scratch::new(tile_len));
+        let mut out = out.as_mut().map(Scratch::get);
         for_each_offset(&self.rest[..self.n_rest], |doff, soff| {
-            for j1 in (0..next.n).step_by(self.chunk) {
-                let na = a.n * self.chunk.min(next.n - j1);
-                let (doff, soff) = (doff + j1 * next.ds, soff + j1 * next.ss);
-                for jb in (0..b.n).step_by(tb) {
-                    let nb = tb.min(b.n - jb);
-                    let staged = &mut buf[..na * nb];
-                    // staged[(i1 * a.n + i) * nb + k] = src(a = i, next = j1 + i1, b = jb + k).
-                    for (i1, rows) in staged.chunks_exact_mut(a.n * nb).enumerate() {
-                        tile::stage(rows, src, soff + jb + i1 * next.ss, a.ss, a.n, nb);
+            for jw in (0..w.n).step_by(wc) {
+                let wn = wc.min(w.n - jw);
+                let (doff, soff) = (doff + jw * w.ds, soff + jw * w.ss);
+                for j1 in (0..next.n).step_by(self.chunk) {
+                    let na = a.n * self.chunk.min(next.n - j1);
+                    let (doff, soff) = (doff + j1 * next.ds, soff + j1 * next.ss);
+                    for jb in (0..b.n).step_by(tb) {
+                        let nb = tb.min(b.n - jb);
+                        let row = nb * wn;
+                        let staged = &mut buf[..na * row];
+                        // staged[(i1 * a.n + i) * row + q * nb + k] =
+                        //     src(a = i, next = j1 + i1, wide = jw + q, b = jb + k).
+                        for (i1, rows) in staged.chunks_exact_mut(a.n * row).enumerate() {
+                            tile::stage(rows, src, soff + jb + i1 * next.ss, a.ss, a.n, row);
+                        }
+                        for q in 0..wn {
+                            let tile = Tile {
+                                d0: doff + jb * b.ds + q * w.ds,
+                                s0: q * nb,
+                                na,
+                                nb,
+                                src_row: row,
+                                dst_row: b.ds,
+                            };
+                            match out.as_deref_mut() {
+                                Some(out) => tile::transpose_streamed(dst, staged, tile, out),
+                                None => tile::transpose(dst, staged, tile, st),
+                            }
+                        }
                     }
-                    let tile = Tile {
-                        d0: doff + jb * b.ds,
-                        s0: 0,
-                        na,
-                        nb,
-                        src_row: nb,
-                        dst_row: b.ds,
-                    };
-                    tile::transpose(dst, staged, tile, st);
                 }
             }
         });
+        if stream {
+            tile::fence();
+        }
     }
 }
 
@@ -774,7 +830,10 @@ mod tests {
     #[test]
     fn gathered_planes() -> Result<(), KernelError> {
         // The first three stage every plane of their next loop together, the last three
-        // groups of them: 8 of 256, 3 of 576, and 3 of 320 (the last group of 2).
+        // groups of them: 8 of 256, 3 of 576, and 3 of 320 (the last group of 2). The first
+        // three, whose source rows are short and continued by another loop, also stage the
+        // steps of that loop together (wide: all 8, 32 of the 64 of two merged dimensions, all
+        // 12); the others' source rows are not continued, or long (40).
         let cases: [(&[usize], &[usize]); 6] = [
             (&[9, 8, 8, 8, 9], &[4, 3, 2, 1, 0]),
             (&[9, 8, 8, 8, 9], &[4, 3, 1, 2, 0]),
@@ -787,13 +846,33 @@ mod tests {
             let (a, b, outer) = plane_in(ext, perm)?;
             let staged = cut(a, b, false).staged;
             let gather = Gather::of(a, b, &outer).filter(|_| staged);
-            let groups = gather.map(|g| (g.chunk, g.next.n));
-            assert_eq!(
-                groups,
-                Some([(8, 8), (8, 8), (12, 12), (8, 256), (3, 576), (3, 320)][i]),
+            let groups = gather.map(|g| (g.chunk, g.next.n, g.wide.map(|(w, n)| (n, w.n))));
+            let expect = [
+                (8, 8, Some((8, 8))),
+                (8, 8, Some((32, 64))),
+                (12, 12, Some((12, 12))),
+                (8, 256, None),
+                (3, 576, None),
+                (3, 320, None),
+            ];
+            assert_eq!(groups, Some(expect[i]), "{ext:?} {perm:?}");
+            check_one(ext, perm, 2000 + 10 * i as u64)?;
+            // On a cache line, a large copy streams its gathered rows.
+            let s = Shape::new(ext)?;
+            let d = s.permuted(perm)?;
+            let src = random_vec(s.len(), 2005 + 10 * i as u64);
+            let mut on_a_line = Scratch::new(d.len());
+            let dst = on_a_line.get();
+            dst.fill(f64::NAN);
+            if ext.len() == 6 {
+                let rows = Loop { n: 144, ..a };
+                assert!(streams(dst, rows) || !tile::can_stream());
+            }
+            permute(dst, &d, &src, &s, perm)?;
+            assert!(
+                dst == naive_permute(&src, &s, perm).as_slice(),
                 "{ext:?} {perm:?}"
             );
-            check_one(ext, perm, 2000 + 10 * i as u64)?;
         }
         Ok(())
     }

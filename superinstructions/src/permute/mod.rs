@@ -144,6 +144,11 @@ struct Loop {
     ss: usize,
 }
 
+impl Loop {
+    /// A loop of one iteration: no loop.
+    const ONCE: Loop = Loop { n: 1, ds: 0, ss: 0 };
+}
+
 /// The simplified loop nest, destination order (loop 0 has `ds == 1` when present).
 #[derive(Debug)]
 struct Loops {
@@ -270,15 +275,16 @@ fn run<S: Store>(dst: &mut [f64], src: &[f64], loops: &Loops, st: S, may_stream:
         }
     }
     let outer = &outer[..n_outer];
-    let cut = cut(a, b, may_stream && st.alpha().is_none() && streams(dst, a));
+    // A plain copy may bypass the caches where the destination allows it.
+    let may_stream = may_stream && st.alpha().is_none();
+    let cut = cut(a, b, may_stream && streams(dst, a));
     // Planes of one tile that need neither staging nor streaming, and planes in 8 × 8 blocks:
     // the planes along the first outer loop go to the kernel in one call.
     let one_tile = !cut.staged && !cut.stream && cut.tiles == (a.n, b.n) && !outer.is_empty();
     if one_tile || in_eights(a, b, &cut) {
-        let single = Loop { n: 1, ds: 0, ss: 0 };
         let (batch, rest) = outer
             .split_first()
-            .map_or((single, outer), |(&batch, rest)| (batch, rest));
+            .map_or((Loop::ONCE, outer), |(&batch, rest)| (batch, rest));
         for_each_offset(rest, |doff, soff| {
             let tile = Plane { a, b, doff, soff }.whole();
             if cut.stream {
@@ -296,7 +302,7 @@ fn run<S: Store>(dst: &mut [f64], src: &[f64], loops: &Loops, st: S, may_stream:
         && !cut.stream
         && let Some(gather) = Gather::of(a, b, outer)
     {
-        gather.run(dst, src, st, may_stream && st.alpha().is_none());
+        gather.run(dst, src, st, may_stream);
         return;
     }
     let stream = cut.stream;
@@ -370,13 +376,16 @@ impl Gather {
             return None;
         }
         let chunk = split(next.n, planes);
+        // Steps of a wide loop staged together, where the source rows are short.
+        let steps = (b.n < STREAM_ROW).then(|| WIDE / (a.n * chunk * b.n));
         let mut rest = [Loop::default(); MAX_RANK];
         let mut n_rest = 0;
         let mut wide = None;
         for &l in others {
-            let continues_b = l.ss == b.n * b.ss && b.n < STREAM_ROW;
-            let steps = WIDE / (a.n * chunk * b.n);
-            if wide.is_none() && continues_b && steps >= 2 {
+            if let (None, Some(steps)) = (wide, steps)
+                && l.ss == b.n * b.ss
+                && steps >= 2
+            {
                 wide = Some((l, split(l.n, steps)));
             } else {
                 rest[n_rest] = l;
@@ -408,11 +417,11 @@ impl Gather {
         // With a wide loop `b` is one tile (`b.n` < STREAM_ROW), so its runs along the wide
         // loop are contiguous in the source.
         let tb = tile_len(b.n);
-        let (w, wc) = self.wide.unwrap_or((Loop { n: 1, ds: 0, ss: 0 }, 1));
-        let tile_len = a.n * self.chunk * tb;
-        let mut buf = Scratch::new(tile_len * wc);
+        let (w, wc) = self.wide.unwrap_or((Loop::ONCE, 1));
+        let group = a.n * self.chunk * tb;
+        let mut buf = Scratch::new(group * wc);
         let buf = buf.get();
-        let mut out = stream.then(|| Scratch::new(tile_len));
+        let mut out = stream.then(|| Scratch::new(group));
         let mut out = out.as_mut().map(Scratch::get);
         for_each_offset(&self.rest[..self.n_rest], |doff, soff| {
             for jw in (0..w.n).step_by(wc) {
@@ -846,7 +855,9 @@ mod tests {
             let (a, b, outer) = plane_in(ext, perm)?;
             let staged = cut(a, b, false).staged;
             let gather = Gather::of(a, b, &outer).filter(|_| staged);
-            let groups = gather.map(|g| (g.chunk, g.next.n, g.wide.map(|(w, n)| (n, w.n))));
+            let groups = gather
+                .as_ref()
+                .map(|g| (g.chunk, g.next.n, g.wide.map(|(w, n)| (n, w.n))));
             let expect = [
                 (8, 8, Some((8, 8))),
                 (8, 8, Some((32, 64))),
@@ -864,8 +875,11 @@ mod tests {
             let mut on_a_line = Scratch::new(d.len());
             let dst = on_a_line.get();
             dst.fill(f64::NAN);
-            if ext.len() == 6 {
-                let rows = Loop { n: 144, ..a };
+            if let (6, Some(g)) = (ext.len(), &gather) {
+                let rows = Loop {
+                    n: a.n * g.chunk,
+                    ..a
+                };
                 assert!(streams(dst, rows) || !tile::can_stream());
             }
             permute(dst, &d, &src, &s, perm)?;

@@ -205,8 +205,9 @@ fn main() {
         })
         .collect();
     groups.push(("job".to_string(), cases));
-    // Plain transposes: in L1 (the tile kernel alone), in L2, in L3.
-    let square = [32usize, 128, 1024]
+    // Plain transposes: in L1 (the tile kernel alone), in L2, in L3 (512² and 1024², rows
+    // 4 and 8 KiB apart), beyond it.
+    let square = [32usize, 128, 512, 1024, 2048]
         .iter()
         .map(|&n| Case {
             ext: vec![n, n],

@@ -28,7 +28,12 @@
 //!    continues them, so that they are read long ([`Gather`]);
 //! 7. where the CPU has AVX-512 and both plane extents are multiples of 8, moves 8×8 blocks in
 //!    registers instead, each line read or written once, whole, with no staging
-//!    ([`in_eights`]).
+//!    ([`in_eights`]);
+//! 8. where the 8 source rows of such a block share one L1 set (rows a multiple of 4 KiB
+//!    apart: 512², 2048², `[3,0,2,1]` of 32⁴ and 48⁴), so that one set's few ways bound the
+//!    misses in flight, takes consecutive blocks from other sets: in a plane, four columns
+//!    of blocks at a time ([`tile`]); for planes of one block whose rows share a set on both
+//!    sides (the 8⁶ reversal), the batch and a second loop diagonally ([`diagonal_pair`]).
 
 use crate::error::{KernelError, Role};
 use crate::labels::{Operand, OperandMut, permutation_from_labels};
@@ -285,6 +290,15 @@ fn run<S: Store>(dst: &mut [f64], src: &[f64], loops: &Loops, st: S, may_stream:
         let (batch, rest) = outer
             .split_first()
             .map_or((Loop::ONCE, outer), |(&batch, rest)| (batch, rest));
+        if !cut.stream
+            && let Some((pair, others)) = diagonal_pair(a, b, batch, rest)
+        {
+            for_each_offset(others.as_slice(), |doff, soff| {
+                let tile = Plane { a, b, doff, soff }.whole();
+                tile::transpose_pairs(dst, src, tile, (batch, pair), st);
+            });
+            return;
+        }
         for_each_offset(rest, |doff, soff| {
             let tile = Plane { a, b, doff, soff }.whole();
             if cut.stream {
@@ -582,6 +596,37 @@ fn in_eights(a: Loop, b: Loop, cut: &Cut) -> bool {
     let (across, along) = cut.tiles;
     let long_and_thin = across.min(along) <= NARROW && across.max(along) > TILE;
     !long_and_thin && tile::eight_wide(a.n, b.n)
+}
+
+/// For planes of one 8 × 8 block whose rows share one L1 set on both sides (each step of the
+/// 8⁶ reversal's loops is a multiple of 64 bytes), where the batch loop moves only one side's
+/// lines to other sets: the first loop of `rest` that, stepped together with the batch,
+/// moves both, and the loops left. The batch and that loop are then walked diagonally
+/// ([`tile::transpose_pairs`]), so that consecutive blocks miss in other sets on both sides:
+/// the 8⁶ reversal ran 1.6× as fast so (docs/benchmarks.md, "Permutations: blocks taken
+/// diagonally").
+fn diagonal_pair(a: Loop, b: Loop, batch: Loop, rest: &[Loop]) -> Option<(Loop, Loops)> {
+    let one_block = a.n == 8 && b.n == 8 && tile::eight_wide(a.n, b.n);
+    let crowded = tile::one_set(a.ss) && tile::one_set(b.ds);
+    if !one_block || !crowded || (tile::moves_set(batch.ds) && tile::moves_set(batch.ss)) {
+        return None;
+    }
+    let i = rest
+        .iter()
+        .position(|p| tile::moves_set(batch.ds + p.ds) && tile::moves_set(batch.ss + p.ss))?;
+    let mut others = Loops {
+        l: [Loop::default(); MAX_RANK],
+        len: 0,
+        size: 1,
+    };
+    for (j, &l) in rest.iter().enumerate() {
+        if j != i {
+            others.l[others.len] = l;
+            others.len += 1;
+            others.size *= l.n;
+        }
+    }
+    Some((rest[i], others))
 }
 
 /// Rows per L1 set past which a narrow or mirror cut's short side evicts its own lines, and
@@ -887,6 +932,48 @@ mod tests {
                 dst == naive_permute(&src, &s, perm).as_slice(),
                 "{ext:?} {perm:?}"
             );
+        }
+        Ok(())
+    }
+
+    /// The 8⁶ reversal's planes of one 8 × 8 block, whose rows share one L1 set on both sides,
+    /// walk the batch loop (the destination's second dimension) diagonally with the first that,
+    /// stepped with it, moves both sides to other sets (the destination's fourth: with the
+    /// third, the source would step 4.5 KiB, 36 KiB in all); a batch
+    /// that moves both sides itself, or rows in several sets, keep the plain order. Every
+    /// form gives the naive loop's block.
+    #[test]
+    fn diagonal_pairs() -> Result<(), KernelError> {
+        let (a, b, outer) = plane_in(&[8; 6], &[5, 4, 3, 2, 1, 0])?;
+        let pair = diagonal_pair(a, b, outer[0], &outer[1..]);
+        let expect = tile::eight_wide(8, 8).then_some((
+            Loop {
+                n: 8,
+                ds: 512,
+                ss: 64,
+            },
+            vec![outer[1], outer[3]],
+        ));
+        assert_eq!(pair.map(|(p, rest)| (p, rest.as_slice().to_vec())), expect);
+        check_one(&[8; 6], &[5, 4, 3, 2, 1, 0], 3000)?;
+        // [3,4,5,0,1,2] merges into a 512 × 512 transpose (whose source rows share a set: the
+        // 8 × 8 kernel takes four columns of blocks at a time); the swap of the first two
+        // dimensions has a batch that moves both sides.
+        let (a, b, outer) = plane_in(&[8; 6], &[1, 0, 2, 3, 4, 5])?;
+        assert!(diagonal_pair(a, b, outer[0], &outer[1..]).is_none());
+        // 9⁶: rows in many sets.
+        let (a, b, outer) = plane_in(&[9; 6], &[5, 4, 3, 2, 1, 0])?;
+        assert!(diagonal_pair(a, b, outer[0], &outer[1..]).is_none());
+        for (i, (ext, perm)) in [
+            (&[8usize; 6][..], &[3usize, 4, 5, 0, 1, 2][..]),
+            (&[512, 1024], &[1, 0]),
+            (&[16, 32, 16, 32], &[2, 3, 0, 1]),
+            (&[32, 32, 32, 32], &[3, 0, 2, 1]),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            check_one(ext, perm, 3010 + 10 * i as u64)?;
         }
         Ok(())
     }

@@ -142,6 +142,65 @@ pub(super) fn transpose_batch<S: Store>(
     }
 }
 
+/// Rows a multiple of this many elements (4 KiB) apart start in the same L1 set (64 sets of
+/// 64-byte lines on every x86-64 core since Sandy Bridge and on Zen).
+const SET_PERIOD: usize = 512;
+
+/// Whether rows `row` elements apart all fall into one L1 set: the 8 rows an 8 × 8 block
+/// reads or writes then share one set, and the misses one set can have in flight (its ways)
+/// bound the kernel unless consecutive blocks use other sets ([`transpose_pairs`], and the
+/// AVX-512 kernel's order for tiles whose source rows share a set).
+pub(super) fn one_set(row: usize) -> bool {
+    row.is_multiple_of(SET_PERIOD)
+}
+
+/// Whether a step of `step` elements moves to another L1 set.
+pub(super) fn moves_set(step: usize) -> bool {
+    !step.is_multiple_of(SET_PERIOD)
+}
+
+/// [`transpose_batch`] of the `batch.n × pair.n` tiles moved by `r` steps of `batch` and `q`
+/// of `pair`, taken diagonally (`q = (r + d) mod pair.n` for `d`, then `r`), so that where
+/// each step alone leaves one side's rows in their L1 set but the two together move both,
+/// consecutive tiles read and write other sets. For planes of one 8 × 8 block whose rows
+/// share one set on both sides (the reversal of an 8⁶ block); `permute::diagonal_pair` picks
+/// `pair`.
+pub(super) fn transpose_pairs<S: Store>(
+    dst: &mut [f64],
+    src: &[f64],
+    tile: Tile,
+    (batch, pair): (Loop, Loop),
+    st: S,
+) {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(last) = pair.n.checked_sub(1) {
+        let corner = Tile {
+            d0: tile.d0 + last * pair.ds,
+            s0: tile.s0 + last * pair.ss,
+            ..tile
+        };
+        // Offsets grow with `r` and `q`: the first and the last batch inside means all are.
+        if eight_wide(tile.na, tile.nb)
+            && tile.batch_inside(batch, dst.len(), src.len())
+            && corner.batch_inside(batch, dst.len(), src.len())
+        {
+            let (d, s) = (dst.as_mut_ptr(), src.as_ptr());
+            // SAFETY: AVX-512F is present (`eight_wide`), every tile lies inside the buffers
+            // (above), and `dst` and `src` are distinct borrows.
+            unsafe {
+                match st.alpha() {
+                    None => avx512::transpose_pairs::<false>(d, s, tile, (batch, pair), 0.0),
+                    Some(a) => avx512::transpose_pairs::<true>(d, s, tile, (batch, pair), a),
+                }
+            }
+            return;
+        }
+    }
+    for q in 0..pair.n {
+        transpose_batch(dst, src, tile.along(pair, q), batch, st);
+    }
+}
+
 /// [`transpose_batch`] of a plain copy in 8 × 8 blocks whose destination lines bypass the
 /// caches (non-temporal stores of whole lines); the caller calls [`fence`] before the
 /// destination is read. Every destination line of the batch must start on a cache line: the
@@ -296,6 +355,10 @@ mod avx512 {
         alpha: f64,
     ) {
         let a = _mm512_set1_pd(alpha);
+        if super::one_set(t.src_row) && t.na >= 8 * SIDE_BY_SIDE && t.nb >= 8 * SIDE_BY_SIDE {
+            // SAFETY: the caller's contract, passed on.
+            return unsafe { crowded::<ADD, NT>(dst, src, t, a) };
+        }
         for k in (0..t.nb).step_by(8) {
             for i in (0..t.na).step_by(8) {
                 // SAFETY: rows `k..k + 8 <= nb` and columns `i..i + 8 <= na` of the tile,
@@ -305,6 +368,79 @@ mod avx512 {
                     let s = src.add(t.s0 + i * t.src_row + k);
                     block::<ADD, NT>(d, t.dst_row, s, t.src_row, a);
                 }
+            }
+        }
+    }
+
+    /// Blocks per side of the squares [`crowded`] walks (128 elements): the pages a square
+    /// touches stay few enough for the TLB (a 2048² transpose walked a column of blocks at a
+    /// time, 2048 rows of 4 pages each, ran at a third of memcpy).
+    const SQUARE: usize = 16;
+    /// Columns of blocks [`crowded`] takes side by side.
+    const SIDE_BY_SIDE: usize = 4;
+
+    /// [`transpose`] of a tile whose source rows share one L1 set (row strides of 4 KiB
+    /// multiples: 512², 2048², the 8⁶ `[3,4,5,0,1,2]`, `[3,0,2,1]` of 32⁴ and 48⁴), in squares
+    /// of [`SQUARE`] blocks, and in each square [`SIDE_BY_SIDE`] columns of blocks at a time,
+    /// row by row: the blocks taken one after the other then read four consecutive lines of
+    /// each source row, in four sets, where a single column of blocks read one set, whose few
+    /// ways bounded the misses in flight. 48⁴ `[3,0,2,1]` ran 2.3× and 2048² 3.1× as fast so,
+    /// and a 512² transpose at 0.50 of memcpy instead of 0.42, against 0.92 for 520²
+    /// (docs/benchmarks.md, "Permutations: rows that share an L1 set"). Blocks taken
+    /// diagonally did better where the blocks were in L3 and worse where they were in memory.
+    ///
+    /// # Safety
+    /// As [`transpose`].
+    #[target_feature(enable = "avx512f")]
+    unsafe fn crowded<const ADD: bool, const NT: bool>(
+        dst: *mut f64,
+        src: *const f64,
+        t: Tile,
+        a: __m512d,
+    ) {
+        let (na, nb) = (t.na / 8, t.nb / 8);
+        for k0 in (0..nb).step_by(SQUARE) {
+            let k_end = nb.min(k0 + SQUARE);
+            for i0 in (0..na).step_by(SQUARE) {
+                let i_end = na.min(i0 + SQUARE);
+                for k1 in (k0..k_end).step_by(SIDE_BY_SIDE) {
+                    let k_last = k_end.min(k1 + SIDE_BY_SIDE);
+                    for ib in i0..i_end {
+                        for kb in k1..k_last {
+                            let (i, k) = (ib * 8, kb * 8);
+                            // SAFETY: rows `k..k + 8 <= nb` and columns `i..i + 8 <= na` of
+                            // the tile, which the caller checked.
+                            unsafe {
+                                let d = dst.add(t.d0 + k * t.dst_row + i);
+                                let s = src.add(t.s0 + i * t.src_row + k);
+                                block::<ADD, NT>(d, t.dst_row, s, t.src_row, a);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// [`super::transpose_pairs`] with 8 × 8 blocks.
+    ///
+    /// # Safety
+    /// AVX-512F must be available and every tile of every batch in bounds of `dst` and `src`.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn transpose_pairs<const ADD: bool>(
+        dst: *mut f64,
+        src: *const f64,
+        t: Tile,
+        (batch, pair): (Loop, Loop),
+        alpha: f64,
+    ) {
+        for d in 0..pair.n {
+            for r in 0..batch.n {
+                let q = (r + d) % pair.n;
+                // SAFETY: the caller's contract, for tile `(r, q)`.
+                unsafe {
+                    transpose::<ADD, false>(dst, src, t.along(batch, r).along(pair, q), alpha)
+                };
             }
         }
     }
@@ -786,6 +922,80 @@ mod tests {
                 }
                 assert_eq!(batched, single, "{na}x{nb} x {count}, add {add}");
             }
+        }
+    }
+
+    /// Tiles whose source rows share one L1 set (taken by the 8 × 8 kernel in squares, four
+    /// columns of blocks at a time, with partial squares and groups), and batches walked
+    /// diagonally with a second loop, give what the scalar loop gives, for copies and
+    /// accumulates.
+    #[test]
+    fn crowded_and_diagonal_orders_move_every_block_once() {
+        assert!(one_set(512) && one_set(1024) && !one_set(520));
+        // 5 × 6 blocks (one partial square, a group of 2 after one of 4), 40 × 34 (whole and
+        // partial squares each way), 4 × 4; destination rows in one set or not.
+        for (na, nb, dst_row) in [(40, 48, 512), (320, 272, 512), (32, 32, 35)] {
+            let tile = Tile {
+                d0: 8,
+                s0: 16,
+                na,
+                nb,
+                src_row: 1024,
+                dst_row,
+            };
+            let src = random_vec(16 + na * 1024, na as u64);
+            let start = random_vec(8 + nb * dst_row, nb as u64);
+            for add in [false, true] {
+                let (mut fast, mut slow) = (start.clone(), start.clone());
+                if add {
+                    transpose(&mut fast, &src, tile, AddScaled(-1.5));
+                    by_rows(&mut slow, &src, tile, AddScaled(-1.5));
+                } else {
+                    transpose(&mut fast, &src, tile, Assign);
+                    by_rows(&mut slow, &src, tile, Assign);
+                }
+                assert_eq!(fast, slow, "{na}x{nb}, add {add}");
+            }
+        }
+        // 3 × 5 tiles of 8 × 8, taken diagonally: 3 along `batch`, 5 along `pair`.
+        let tile = Tile {
+            d0: 0,
+            s0: 0,
+            na: 8,
+            nb: 8,
+            src_row: 512,
+            dst_row: 512,
+        };
+        let batch = Loop {
+            n: 3,
+            ds: 8,
+            ss: 4096,
+        };
+        let pair = Loop {
+            n: 5,
+            ds: 4096 * 3,
+            ss: 8,
+        };
+        let src = random_vec(4096 * 3 + 8 * 5, 11);
+        let start = random_vec(4096 * 3 * 5, 12);
+        for add in [false, true] {
+            let (mut pairs, mut single) = (start.clone(), start.clone());
+            for q in 0..pair.n {
+                for r in 0..batch.n {
+                    let t = tile.along(batch, r).along(pair, q);
+                    if add {
+                        by_rows(&mut single, &src, t, AddScaled(0.5));
+                    } else {
+                        by_rows(&mut single, &src, t, Assign);
+                    }
+                }
+            }
+            if add {
+                transpose_pairs(&mut pairs, &src, tile, (batch, pair), AddScaled(0.5));
+            } else {
+                transpose_pairs(&mut pairs, &src, tile, (batch, pair), Assign);
+            }
+            assert_eq!(pairs, single, "add {add}");
         }
     }
 

@@ -603,8 +603,8 @@ fn in_eights(a: Loop, b: Loop, cut: &Cut) -> bool {
 /// lines to other sets: the first loop of `rest` that, stepped together with the batch,
 /// moves both, and the loops left. The batch and that loop are then walked diagonally
 /// ([`tile::transpose_pairs`]), so that consecutive blocks miss in other sets on both sides:
-/// the 8⁶ reversal ran 1.6× as fast so (docs/benchmarks.md, "Permutations: blocks taken
-/// diagonally").
+/// the 8⁶ reversal ran 1.5× as fast so (docs/benchmarks.md, "Permutations: rows that share an
+/// L1 set").
 fn diagonal_pair(a: Loop, b: Loop, batch: Loop, rest: &[Loop]) -> Option<(Loop, Loops)> {
     let one_block = a.n == 8 && b.n == 8 && tile::eight_wide(a.n, b.n);
     let crowded = tile::one_set(a.ss) && tile::one_set(b.ds);
@@ -939,9 +939,9 @@ mod tests {
     /// The 8⁶ reversal's planes of one 8 × 8 block, whose rows share one L1 set on both sides,
     /// walk the batch loop (the destination's second dimension) diagonally with the first that,
     /// stepped with it, moves both sides to other sets (the destination's fourth: with the
-    /// third, the source would step 4.5 KiB, 36 KiB in all); a batch
-    /// that moves both sides itself, or rows in several sets, keep the plain order. Every
-    /// form gives the naive loop's block.
+    /// third, the source would step 32 + 4 KiB, again a multiple of 4 KiB); a batch that
+    /// moves both sides itself, or rows in several sets, keep the plain order. Every form
+    /// gives the naive loop's block.
     #[test]
     fn diagonal_pairs() -> Result<(), KernelError> {
         let (a, b, outer) = plane_in(&[8; 6], &[5, 4, 3, 2, 1, 0])?;

@@ -167,6 +167,23 @@ impl Loops {
     fn as_slice(&self) -> &[Loop] {
         &self.l[..self.len]
     }
+
+    /// `loops` but those at the indices in `skip`, in their order.
+    fn except(loops: &[Loop], skip: &[usize]) -> Loops {
+        let mut kept = Loops {
+            l: [Loop::default(); MAX_RANK],
+            len: 0,
+            size: 1,
+        };
+        for (i, &l) in loops.iter().enumerate() {
+            if !skip.contains(&i) {
+                kept.l[kept.len] = l;
+                kept.len += 1;
+                kept.size *= l.n;
+            }
+        }
+        kept
+    }
 }
 
 /// Validates the arguments and builds the simplified loop nest.
@@ -271,15 +288,8 @@ fn run<S: Store>(dst: &mut [f64], src: &[f64], loops: &Loops, st: S, may_stream:
     };
     let a = l[0];
     let b = l[q];
-    let mut outer = [Loop::default(); MAX_RANK];
-    let mut n_outer = 0;
-    for (i, lp) in l.iter().enumerate() {
-        if i != 0 && i != q {
-            outer[n_outer] = *lp;
-            n_outer += 1;
-        }
-    }
-    let outer = &outer[..n_outer];
+    let outer = Loops::except(l, &[0, q]);
+    let outer = outer.as_slice();
     // A plain copy may bypass the caches where the destination allows it.
     let may_stream = may_stream && st.alpha().is_none();
     let cut = cut(a, b, may_stream && streams(dst, a));
@@ -608,25 +618,15 @@ fn in_eights(a: Loop, b: Loop, cut: &Cut) -> bool {
 fn diagonal_pair(a: Loop, b: Loop, batch: Loop, rest: &[Loop]) -> Option<(Loop, Loops)> {
     let one_block = a.n == 8 && b.n == 8 && tile::eight_wide(a.n, b.n);
     let crowded = tile::one_set(a.ss) && tile::one_set(b.ds);
-    if !one_block || !crowded || (tile::moves_set(batch.ds) && tile::moves_set(batch.ss)) {
+    // Whether a step moves both sides' lines to other sets.
+    let moves_both = |ds: usize, ss: usize| !tile::one_set(ds) && !tile::one_set(ss);
+    if !one_block || !crowded || moves_both(batch.ds, batch.ss) {
         return None;
     }
     let i = rest
         .iter()
-        .position(|p| tile::moves_set(batch.ds + p.ds) && tile::moves_set(batch.ss + p.ss))?;
-    let mut others = Loops {
-        l: [Loop::default(); MAX_RANK],
-        len: 0,
-        size: 1,
-    };
-    for (j, &l) in rest.iter().enumerate() {
-        if j != i {
-            others.l[others.len] = l;
-            others.len += 1;
-            others.size *= l.n;
-        }
-    }
-    Some((rest[i], others))
+        .position(|p| moves_both(batch.ds + p.ds, batch.ss + p.ss))?;
+    Some((rest[i], Loops::except(rest, &[i])))
 }
 
 /// Rows per L1 set past which a narrow or mirror cut's short side evicts its own lines, and

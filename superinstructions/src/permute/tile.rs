@@ -146,17 +146,13 @@ pub(super) fn transpose_batch<S: Store>(
 /// 64-byte lines on every x86-64 core since Sandy Bridge and on Zen).
 const SET_PERIOD: usize = 512;
 
-/// Whether rows `row` elements apart all fall into one L1 set: the 8 rows an 8 × 8 block
-/// reads or writes then share one set, and the misses one set can have in flight (its ways)
-/// bound the kernel unless consecutive blocks use other sets ([`transpose_pairs`], and the
-/// AVX-512 kernel's order for tiles whose source rows share a set).
+/// Whether rows `row` elements apart all fall into one L1 set (and so whether a step of `row`
+/// elements stays in its set): the 8 rows an 8 × 8 block reads or writes then share one set,
+/// and the misses one set can have in flight (its ways) bound the kernel unless consecutive
+/// blocks use other sets ([`transpose_pairs`], and the AVX-512 kernel's order for tiles whose
+/// source rows share a set).
 pub(super) fn one_set(row: usize) -> bool {
     row.is_multiple_of(SET_PERIOD)
-}
-
-/// Whether a step of `step` elements moves to another L1 set.
-pub(super) fn moves_set(step: usize) -> bool {
-    !step.is_multiple_of(SET_PERIOD)
 }
 
 /// [`transpose_batch`] of the `batch.n × pair.n` tiles moved by `r` steps of `batch` and `q`
@@ -174,11 +170,7 @@ pub(super) fn transpose_pairs<S: Store>(
 ) {
     #[cfg(target_arch = "x86_64")]
     if let Some(last) = pair.n.checked_sub(1) {
-        let corner = Tile {
-            d0: tile.d0 + last * pair.ds,
-            s0: tile.s0 + last * pair.ss,
-            ..tile
-        };
+        let corner = tile.along(pair, last);
         // Offsets grow with `r` and `q`: the first and the last batch inside means all are.
         if eight_wide(tile.na, tile.nb)
             && tile.batch_inside(batch, dst.len(), src.len())

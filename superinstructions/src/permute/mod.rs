@@ -33,12 +33,15 @@
 //!    apart: 512², 2048², `[3,0,2,1]` of 32⁴ and 48⁴), so that one set's few ways bound the
 //!    misses in flight, takes consecutive blocks from other sets: in a plane, four columns
 //!    of blocks at a time ([`tile`]); for planes of one block whose rows share a set on both
-//!    sides (the 8⁶ reversal), the batch and a second loop diagonally ([`diagonal_pair`]).
+//!    sides (the 8⁶ reversal), the batch and a second loop diagonally ([`diagonal_pair`]);
+//! 9. while it moves the planes of one step of the loops outside them in 8 × 8 blocks, fetches
+//!    the source lines of the next step into L2 ([`tile::Ahead`]): from memory, the plane's
+//!    rows are more streams than the hardware prefetchers follow.
 
 use crate::error::{KernelError, Role};
 use crate::labels::{Operand, OperandMut, permutation_from_labels};
 use crate::shape::{MAX_RANK, Shape, check_len, check_permutation};
-use tile::Tile;
+use tile::{Ahead, Tile};
 
 mod tile;
 
@@ -300,21 +303,25 @@ fn run<S: Store>(dst: &mut [f64], src: &[f64], loops: &Loops, st: S, may_stream:
         let (batch, rest) = outer
             .split_first()
             .map_or((Loop::ONCE, outer), |(&batch, rest)| (batch, rest));
+        // The next walk step's batch lies one step of the innermost loop further.
+        let ahead = |rest: &[Loop]| Ahead(rest.first().map_or(0, |l| l.ss));
         if !cut.stream
             && let Some((pair, others)) = diagonal_pair(a, b, batch, rest)
         {
+            let ahead = ahead(others.as_slice());
             for_each_offset(others.as_slice(), |doff, soff| {
                 let tile = Plane { a, b, doff, soff }.whole();
-                tile::transpose_pairs(dst, src, tile, (batch, pair), st);
+                tile::transpose_pairs(dst, src, tile, (batch, pair, ahead), st);
             });
             return;
         }
+        let ahead = ahead(rest);
         for_each_offset(rest, |doff, soff| {
             let tile = Plane { a, b, doff, soff }.whole();
             if cut.stream {
-                tile::transpose_batch_streamed(dst, src, tile, batch);
+                tile::transpose_batch_streamed(dst, src, tile, (batch, ahead));
             } else {
-                tile::transpose_batch(dst, src, tile, batch, st);
+                tile::transpose_batch(dst, src, tile, (batch, ahead), st);
             }
         });
         if cut.stream {

@@ -405,6 +405,9 @@ mod avx512 {
     /// and a 512² transpose at 0.50 of memcpy instead of 0.42, against 0.92 for 520²
     /// (docs/benchmarks.md, "Permutations: rows that share an L1 set"). Blocks taken
     /// diagonally did better where the blocks were in L3 and worse where they were in memory.
+    /// Each square's blocks fetch the source lines of the square below into L2 ([`Ahead`]);
+    /// the last square of a column passes on the caller's `ahead` (docs/benchmarks.md,
+    /// "Permutations: the next square fetched ahead").
     ///
     /// # Safety
     /// As [`transpose`].
@@ -421,6 +424,13 @@ mod avx512 {
             let k_end = nb.min(k0 + SQUARE);
             for i0 in (0..na).step_by(SQUARE) {
                 let i_end = na.min(i0 + SQUARE);
+                // The next square down the column is the next to be read: its source lines
+                // are fetched while this one moves (2048² 1.4–1.5× as fast so).
+                let ahead = if i_end < na {
+                    Ahead(8 * SQUARE * t.src_row)
+                } else {
+                    ahead
+                };
                 for k1 in (k0..k_end).step_by(SIDE_BY_SIDE) {
                     let k_last = k_end.min(k1 + SIDE_BY_SIDE);
                     for ib in i0..i_end {

@@ -21,7 +21,7 @@
 //! # Ok::<(), sial::Error>(())
 //! ```
 
-pub use sial_interpreter::specials::{Arg, ArgKind, Context};
+pub use sial_interpreter::specials::{Arg, ArgData, ArgKind, Context};
 
 use sial_compiler::bytecode::Program;
 use sial_interpreter::options::Options;

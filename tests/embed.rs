@@ -65,3 +65,92 @@ fn errors_say_what_went_wrong() {
     assert!(err.to_string().contains("scale_by"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A program in a file of its own under the temporary folder.
+fn program_file(name: &str, source: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("sial-embed-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let path = dir.join(format!("{name}.sial"));
+    std::fs::write(&path, source).expect("program");
+    path
+}
+
+/// twice_and_thrice (u u): the first block times 2, the second times 3.
+fn twice_and_thrice(_: &mut dyn Context, args: &mut [Arg]) -> Result<(), String> {
+    let [a, b] = args else {
+        return Err(format!("takes 2 arguments, got {}", args.len()));
+    };
+    a.data.iter_mut().for_each(|x| *x *= 2.0);
+    b.data.iter_mut().for_each(|x| *x *= 3.0);
+    Ok(())
+}
+
+/// scribble (r): writes into a block it may only read.
+fn scribble(_: &mut dyn Context, args: &mut [Arg]) -> Result<(), String> {
+    args[0].data.iter_mut().for_each(|x| *x = 5.0);
+    Ok(())
+}
+
+/// grow (u): adds an element to its block, which no block can take.
+fn grow(_: &mut dyn Context, args: &mut [Arg]) -> Result<(), String> {
+    args[0].data.to_mut().push(0.0);
+    Ok(())
+}
+
+/// Blocks are lent to specials, not copied (docs/benchmarks.md, "Specials' block arguments
+/// lent, not copied"), yet behave as copies: each of two blocks comes back with what the
+/// special left in it; a block named by two arguments is passed as two copies, the second
+/// written back last; what a special writes into a block it only reads, lent or fetched, is
+/// dropped; a special that changes a block's size is an error naming it.
+#[test]
+fn specials_get_blocks_back_as_they_left_them() {
+    let source = "sial lend\nspecial twice_and_thrice uu\nspecial grow u\n\
+        special scribble r\naoindex i = 1:2\ntemp t[i]\ntemp u[i]\ndistributed d[i]\n\
+        scalar st\nscalar su\nscalar mine\nscalar total\npredefined int mode\nmine = 0.0\n\
+        pardo i\n  t[i] = 1.0\n  u[i] = 1.0\n\
+        if mode == 0\n    execute twice_and_thrice t[i] u[i]\n  endif\n\
+        if mode == 1\n    execute twice_and_thrice t[i] t[i]\n  endif\n\
+        if mode == 2\n    execute grow t[i]\n  endif\n\
+        if mode == 3\n    execute scribble t[i]\n    put d[i] = u[i]\n  endif\n\
+        st = t[i] * t[i]\n  su = u[i] * u[i]\n  mine += st + 10.0 * su\n\
+        endpardo i\n\
+        if mode == 3\n  sip_barrier\n  pardo i\n    get d[i]\n    execute scribble d[i]\n\
+        su = d[i] * d[i]\n    mine += 100.0 * su\n  endpardo i\nendif\n\
+        collective total += mine\nendsial lend\n";
+    let path = program_file("lend", source);
+    let run = |mode: &str, (workers, servers)| {
+        let mut specials = Registry::shipped();
+        specials.register("twice_and_thrice", twice_and_thrice);
+        specials.register("grow", grow);
+        specials.register("scribble", scribble);
+        Job::from_file(&path)
+            .expect("compiles")
+            .set("mode", mode)
+            .expect("mode")
+            .segments("aoindex", &[3, 4])
+            .registry(specials)
+            .ranks(workers, servers)
+            .run_to(&mut std::io::sink())
+    };
+    for ranks in [(1, 0), (2, 1)] {
+        // 7 elements per array: t = 2, u = 3 gives 7 * (4 + 10 * 9).
+        let done = run("0", ranks).expect("runs");
+        assert_eq!(done.scalar("lend", "total"), Some(7.0 * (4.0 + 90.0)));
+        // The same block twice: two copies, the second (times 3) written back last.
+        let done = run("1", ranks).expect("runs");
+        assert_eq!(done.scalar("lend", "total"), Some(7.0 * (9.0 + 10.0)));
+        // Scribbles on read blocks are dropped: 7 * (1 + 10) + 7 * 100.
+        let done = run("3", ranks).expect("runs");
+        assert_eq!(done.scalar("lend", "total"), Some(777.0));
+        let Err(err) = run("2", ranks) else {
+            panic!("a special that resized a block went unnoticed");
+        };
+        let text = err.to_string();
+        assert!(
+            text.contains("grow changed the size of its argument 1 (4 elements, not 3)")
+                || text.contains("grow changed the size of its argument 1 (5 elements, not 4)"),
+            "{text}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(path.parent().expect("dir"));
+}

@@ -1090,7 +1090,7 @@ mod tests {
             }
         }
         let d = (0..4).map(|k| s.data[k + 4 * k]).collect();
-        (d, x.data, n.data[0])
+        (d, x.data.into_vec(), n.data[0])
     }
 
     fn hadamard_columns(order: &[usize]) -> Vec<f64> {
@@ -1683,8 +1683,8 @@ mod tests {
             .collect();
         assert_eq!(args[0].data, want);
         // A zero divisor leaves a kept element alone.
-        args[0].data = data.clone();
-        args[1].data = vec![0.0; 8];
+        args[0].data = data.clone().into();
+        args[1].data = vec![0.0; 8].into();
         run(invert_diagonal_asym, &mut ctx, &mut args).expect("zero divisors");
         assert_eq!(args[0].data[5], data[5]);
         assert_eq!(args[0].data[0], 0.0);

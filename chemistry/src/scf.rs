@@ -300,7 +300,7 @@ mod tests {
         let mut args = [block, Arg::scalar("donea", 0.0)];
         check_dconf(&mut ctx, &mut args).expect("check_dconf");
         assert_eq!(args[1].data, vec![3.0]);
-        args[0].data = vec![0.0, -0.0, 0.0, 0.0];
+        args[0].data = vec![0.0, -0.0, 0.0, 0.0].into();
         check_dconf(&mut ctx, &mut args).expect("zero block");
         assert_eq!(args[1].data, vec![0.0]);
         assert!(ctx.printed.is_empty());
@@ -337,7 +337,7 @@ mod tests {
             Arg::scalar("zero", flag),
         ];
         a4_get_init_occupation(ctx, &mut args)?;
-        Ok(args[0].data.clone())
+        Ok(args[0].data.to_vec())
     }
 
     #[test]
@@ -527,7 +527,7 @@ mod tests {
         ];
         a4_dscale(&mut ctx, &mut args)?;
         assert!(ctx.printed.is_empty());
-        Ok(args[0].data.clone())
+        Ok(args[0].data.to_vec())
     }
 
     #[test]

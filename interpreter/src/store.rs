@@ -14,6 +14,13 @@ pub struct Block {
     pub data: Vec<f64>,
 }
 
+/// A fetched block shared with a special for reading (`crate::specials::ArgData`).
+impl crate::specials::Elements for Block {
+    fn elements(&self) -> &[f64] {
+        &self.data
+    }
+}
+
 /// The bytes of a block of `shape`, or `None` when the count does not fit in a `usize`.
 pub fn block_bytes(shape: &[usize]) -> Option<usize> {
     shape.iter().try_fold(8usize, |n, &e| n.checked_mul(e))

@@ -513,7 +513,12 @@ mod tests {
         let args = run(&mut ctx, &case, 1.0).expect("Ne guess");
         assert!(max_diff(&args[0].data, &reference.reals("ne_Da")) < 1e-9);
         assert!(max_diff(&args[1].data, &reference.reals("ne_Db")) < 1e-9);
-        let e = energy(&ctx, &case, 0, [args[0].data.clone(), args[1].data.clone()]);
+        let e = energy(
+            &ctx,
+            &case,
+            0,
+            [args[0].data.to_vec(), args[1].data.to_vec()],
+        );
         assert!((e - reference.value("ne_energy")).abs() < 1e-9);
     }
 

@@ -185,7 +185,7 @@ mod tests {
         let e = spans(&ctx, &basis, &lost, 0, 2).expect_err("no segment table");
         assert!(e.contains("cannot locate dimension 1 of lost[1,1]"), "{e}");
         let mut short = ao_block("aoint", &[1, 1, 1, 1], &[3, 6, 4]);
-        short.data.pop();
+        short.data.to_mut().pop();
         let e = spans(&ctx, &basis, &short, 0, 4).expect_err("short data");
         assert!(e.contains("holds 80 elements, not the 81"), "{e}");
         // A whole static array starts at its declared first segment.

@@ -138,7 +138,7 @@ pub fn read_block_from_file(ctx: &mut dyn Context, args: &mut [Arg]) -> Result<(
             a.shape
         ));
     }
-    a.data = data;
+    a.data = data.into();
     Ok(())
 }
 
@@ -277,7 +277,7 @@ mod tests {
         write_block_to_file(&mut ctx, &mut [a.clone()]).expect("write");
         assert!(ctx.dir.join("a[1.2].blk").is_file());
         let mut back = [Arg {
-            data: vec![0.0; 6],
+            data: vec![0.0; 6].into(),
             ..a.clone()
         }];
         read_block_from_file(&mut ctx, &mut back).expect("read");

@@ -27,7 +27,9 @@ pub use files::{
     encode_block_file,
 };
 pub use printing::PRINT_BLOCK_MAX;
-pub use sial_superinstructions::special::{Arg, ArgKind, Context, Registry, SpecialFn};
+pub use sial_superinstructions::special::{
+    Arg, ArgData, ArgKind, Context, Elements, Registry, SpecialFn,
+};
 
 /// The general specials of §8.4: name, ACES4 signature (one intent letter per argument), function.
 ///

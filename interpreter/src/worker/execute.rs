@@ -2,9 +2,10 @@
 //! outside the block computations.
 
 use super::Worker;
+use super::access::BlockRead;
 use crate::error::{Result, RuntimeError};
 use crate::print;
-use crate::specials::{Arg, ArgKind, Context};
+use crate::specials::{Arg, ArgData, ArgKind, Context};
 use crate::store::{Block, Extents, Storage};
 use sial_bytecode::{ArrayKind, ExecArg, Intent, Operand, Persistent, PrintItem, SpecialSlot};
 
@@ -92,23 +93,119 @@ impl Worker<'_> {
             ));
         }
         let intents = special.intents.clone();
+        let intent = |i: usize| intents.get(i).copied().unwrap_or(Intent::Read);
+        let lent = self.lendable(args)?;
         let mut passed = Vec::with_capacity(args.len());
+        let mut acquired = Ok(());
         for (i, a) in args.iter().enumerate() {
-            let intent = intents.get(i).copied().unwrap_or(Intent::Read);
-            passed.push(self.special_arg(a, intent)?);
+            let arg = match (a, lent[i]) {
+                (ExecArg::Block(r), true) if intent(i) != Intent::Write => self.lend(r, intent(i)),
+                _ => self.special_arg(a, intent(i)),
+            };
+            match arg {
+                Ok(arg) => passed.push(arg),
+                Err(e) => {
+                    acquired = Err(e);
+                    break;
+                }
+            }
         }
-        let result = f(self, &mut passed);
+        let result = match acquired {
+            Ok(()) => f(self, &mut passed),
+            Err(_) => Ok(()),
+        };
+        // Lent blocks go back to their maps whatever happened, before any error is reported.
+        let mut returned = Ok(());
+        for (i, (a, arg)) in args.iter().zip(passed).enumerate() {
+            let back = match a {
+                ExecArg::Block(r) if lent[i] && intent(i) != Intent::Write => {
+                    self.give_back(r, arg, intent(i), (&name, i))
+                }
+                _ if intent(i) != Intent::Read => self.return_arg(a, arg),
+                _ => Ok(()),
+            };
+            if returned.is_ok() {
+                returned = back;
+            }
+        }
+        acquired?;
         if let Err(msg) = result {
             return Err(RuntimeError::new(format!(
                 "error returned from special super instruction {name}: {msg}"
             )));
         }
-        for ((a, arg), i) in args.iter().zip(passed).zip(0..) {
-            if intents.get(i).copied().unwrap_or(Intent::Read) != Intent::Read {
-                self.return_arg(a, arg)?;
-            }
+        returned
+    }
+
+    /// Which arguments are blocks held in one of this worker's block maps, named by no other
+    /// argument: those are lent to the special (taken out of the map, and put back after the
+    /// call) instead of copied, as ACES4 hands a special the block's own memory. A block of
+    /// two million elements copied for every `stripi` of CCSD(T) cost a tenth of the job
+    /// (docs/benchmarks.md, "Specials' block arguments lent, not copied").
+    fn lendable(&self, args: &[ExecArg]) -> Result<Vec<bool>> {
+        let mut held = Vec::with_capacity(args.len());
+        for a in args {
+            held.push(match a {
+                ExecArg::Block(r) if matches!(self.memory[r.array.index()], Storage::Blocks(_)) => {
+                    Some((r.array, self.locate(r)?.0))
+                }
+                _ => None,
+            });
         }
-        Ok(())
+        Ok(held
+            .iter()
+            .map(|h| h.is_some_and(|h| held.iter().filter(|o| **o == Some(h)).count() == 1))
+            .collect())
+    }
+
+    /// A held block lent to a special: taken out of its map (it must exist).
+    fn lend(&mut self, r: &sial_bytecode::BlockRef, intent: Intent) -> Result<Arg> {
+        let (key, _) = self.locate(r)?;
+        if intent == Intent::Read {
+            // The message of a read of a missing block.
+            self.read_block(r)?;
+        }
+        let b = self.take_block(r)?;
+        Ok(Arg {
+            kind: ArgKind::Block,
+            name: self.array_name(r.array).to_string(),
+            rank: r.indices.len(),
+            segments: key.rank_segments(r.indices.len()).to_vec(),
+            shape: b.shape.to_vec(),
+            data: if intent == Intent::Read {
+                ArgData::lent(b.data)
+            } else {
+                b.data.into()
+            },
+        })
+    }
+
+    /// A lent block back into its map: as it was lent for a read, with what the special left
+    /// in it for an update (argument `i` of special `name`).
+    fn give_back(
+        &mut self,
+        r: &sial_bytecode::BlockRef,
+        arg: Arg,
+        intent: Intent,
+        (name, i): (&str, usize),
+    ) -> Result<()> {
+        let (_, shape) = self.locate(r)?;
+        let data = if intent == Intent::Read {
+            arg.data
+                .take_lent()
+                .ok_or_else(|| RuntimeError::new("internal: a lent block was not lent"))?
+        } else {
+            arg.data.into_vec()
+        };
+        let elements: usize = shape.iter().product();
+        if data.len() != elements {
+            return Err(RuntimeError::new(format!(
+                "special super instruction {name} changed the size of its argument {} ({} elements, not {elements})",
+                i + 1,
+                data.len(),
+            )));
+        }
+        self.put_back(r, Block { shape, data })
     }
 
     fn special_arg(&mut self, a: &ExecArg, intent: Intent) -> Result<Arg> {
@@ -116,20 +213,24 @@ impl Worker<'_> {
         Ok(match a {
             ExecArg::Block(r) => {
                 let (key, shape) = self.locate(r)?;
-                let b = if zero {
-                    Block::zeros(shape)?
+                let data = if zero {
+                    Block::zeros(shape)?.data.into()
                 } else if intent == Intent::Update {
-                    self.update_block(r)?
+                    self.update_block(r)?.data.into()
                 } else {
-                    self.read_block(r)?.into_owned()?
+                    match self.read_block(r)? {
+                        // A fetched copy, which the cache holds too: shared for reading.
+                        BlockRead::Shared(b) => ArgData::shared(b),
+                        read => read.into_owned()?.data.into(),
+                    }
                 };
                 Arg {
                     kind: ArgKind::Block,
                     name: self.array_name(r.array).to_string(),
                     rank: r.indices.len(),
                     segments: key.rank_segments(r.indices.len()).to_vec(),
-                    shape: b.shape.to_vec(),
-                    data: b.data,
+                    shape: shape.to_vec(),
+                    data,
                 }
             }
             ExecArg::Region(r) => {
@@ -146,7 +247,7 @@ impl Worker<'_> {
                     rank: b.shape.len(),
                     segments: lower,
                     shape: b.shape.to_vec(),
-                    data,
+                    data: data.into(),
                 }
             }
             ExecArg::Scalar(s) => Arg {
@@ -155,7 +256,7 @@ impl Worker<'_> {
                 rank: 0,
                 segments: Vec::new(),
                 shape: Vec::new(),
-                data: vec![if zero { 0.0 } else { self.scalars[s.index()] }],
+                data: vec![if zero { 0.0 } else { self.scalars[s.index()] }].into(),
             },
             ExecArg::Array(arr) => {
                 let name = self.array_name(*arr).to_string();
@@ -171,7 +272,8 @@ impl Worker<'_> {
                             vec![0.0; b.data.len()]
                         } else {
                             b.data.clone()
-                        },
+                        }
+                        .into(),
                     },
                     _ => Arg {
                         kind: ArgKind::WholeArray,
@@ -179,7 +281,7 @@ impl Worker<'_> {
                         rank,
                         segments: Vec::new(),
                         shape: Vec::new(),
-                        data: Vec::new(),
+                        data: Vec::new().into(),
                     },
                 }
             }
@@ -189,7 +291,7 @@ impl Worker<'_> {
                 rank: 0,
                 segments: Vec::new(),
                 shape: Vec::new(),
-                data: vec![*v],
+                data: vec![*v].into(),
             },
         })
     }
@@ -201,14 +303,14 @@ impl Worker<'_> {
                 r,
                 Block {
                     shape: Extents::of(&arg.shape)?,
-                    data: arg.data,
+                    data: arg.data.into_vec(),
                 },
             ),
             ExecArg::Region(r) => self.write_region(
                 r,
                 &Block {
                     shape: Extents::of(&arg.shape)?,
-                    data: arg.data,
+                    data: arg.data.into_vec(),
                 },
             ),
             ExecArg::Scalar(s) => {
@@ -219,7 +321,7 @@ impl Worker<'_> {
                 if let Storage::Whole(b) = &mut self.memory[arr.index()]
                     && b.data.len() == arg.data.len()
                 {
-                    b.data = arg.data;
+                    b.data = arg.data.into_vec();
                 }
                 Ok(())
             }

@@ -23,8 +23,11 @@ pub enum ArgKind {
     Literal,
 }
 
-/// One argument of a special, passed by value: the interpreter copies the data in, and copies it
-/// back after the call for `w`/`u` arguments (for `w` it is zero-filled before the call).
+/// One argument of a special, as if by value: for `w`/`u` arguments the runtime writes `data`
+/// back after the call (for `w` zero-filled before it); for `r` arguments what the special
+/// writes is dropped. A block the worker holds is handed over, not copied: taken out of its
+/// array for the call and put back after it, as ACES4 hands a special the block's own memory;
+/// for reading, a fetched copy of a server's block is shared with the special ([`ArgData`]).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Arg {
     pub kind: ArgKind,
@@ -37,7 +40,161 @@ pub struct Arg {
     /// Extent per dimension (empty for scalars and literals).
     pub shape: Vec<usize>,
     /// Column-major elements (first index fastest); one element for scalars and literals.
-    pub data: Vec<f64>,
+    pub data: ArgData,
+}
+
+/// Elements the runtime shares with a special for reading.
+pub trait Elements: Send + Sync {
+    fn elements(&self) -> &[f64];
+}
+
+/// The elements of an argument, as a slice (`Deref`). For a read (`r`) argument they may be
+/// the runtime's own, not a copy: a block the worker holds, lent for the call, or a fetched
+/// copy of a server's block, which the worker's cache also holds. The first change the special
+/// makes (`DerefMut`, [`ArgData::to_mut`]) then copies them into a vector of the argument's
+/// own, so that what it writes is dropped, as for a copy. Copying every such block for the
+/// call cost CCSD(T) a tenth of its time (docs/benchmarks.md, "Specials' block arguments lent,
+/// not copied").
+#[derive(Clone, Default)]
+pub struct ArgData {
+    /// The argument's own elements; unused while `read` holds them and `copied` is false.
+    own: Vec<f64>,
+    read: Option<ReadOnly>,
+    copied: bool,
+}
+
+#[derive(Clone)]
+enum ReadOnly {
+    Shared(Arc<dyn Elements>),
+    Lent(Vec<f64>),
+}
+
+impl ReadOnly {
+    fn elements(&self) -> &[f64] {
+        match self {
+            ReadOnly::Shared(e) => e.elements(),
+            ReadOnly::Lent(v) => v,
+        }
+    }
+}
+
+impl ArgData {
+    /// Elements shared with the runtime for reading.
+    pub fn shared(elements: Arc<dyn Elements>) -> ArgData {
+        ArgData {
+            own: Vec::new(),
+            read: Some(ReadOnly::Shared(elements)),
+            copied: false,
+        }
+    }
+
+    /// The runtime's own elements lent for reading; [`ArgData::take_lent`] gives them back
+    /// unchanged.
+    pub fn lent(elements: Vec<f64>) -> ArgData {
+        ArgData {
+            own: Vec::new(),
+            read: Some(ReadOnly::Lent(elements)),
+            copied: false,
+        }
+    }
+
+    /// The lent elements, as they were lent.
+    pub fn take_lent(self) -> Option<Vec<f64>> {
+        match self.read {
+            Some(ReadOnly::Lent(v)) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// The argument's own vector, copied from the runtime's elements first if need be.
+    pub fn to_mut(&mut self) -> &mut Vec<f64> {
+        if let (Some(read), false) = (&self.read, self.copied) {
+            self.own = read.elements().to_vec();
+            self.copied = true;
+        }
+        &mut self.own
+    }
+
+    pub fn as_slice(&self) -> &[f64] {
+        self
+    }
+
+    /// The elements as a vector of their own (a copy only where they are the runtime's).
+    pub fn into_vec(mut self) -> Vec<f64> {
+        std::mem::take(self.to_mut())
+    }
+}
+
+impl From<Vec<f64>> for ArgData {
+    fn from(own: Vec<f64>) -> ArgData {
+        ArgData {
+            own,
+            read: None,
+            copied: false,
+        }
+    }
+}
+
+impl std::ops::Deref for ArgData {
+    type Target = [f64];
+    fn deref(&self) -> &[f64] {
+        match (&self.read, self.copied) {
+            (Some(read), false) => read.elements(),
+            _ => &self.own,
+        }
+    }
+}
+
+impl std::ops::DerefMut for ArgData {
+    fn deref_mut(&mut self) -> &mut [f64] {
+        self.to_mut()
+    }
+}
+
+impl<'a> IntoIterator for &'a ArgData {
+    type Item = &'a f64;
+    type IntoIter = std::slice::Iter<'a, f64>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
+    }
+}
+
+impl<'a> IntoIterator for &'a mut ArgData {
+    type Item = &'a mut f64;
+    type IntoIter = std::slice::IterMut<'a, f64>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter_mut()
+    }
+}
+
+impl PartialEq for ArgData {
+    fn eq(&self, other: &ArgData) -> bool {
+        **self == **other
+    }
+}
+
+impl PartialEq<Vec<f64>> for ArgData {
+    fn eq(&self, other: &Vec<f64>) -> bool {
+        **self == **other
+    }
+}
+
+impl PartialEq<[f64]> for ArgData {
+    fn eq(&self, other: &[f64]) -> bool {
+        **self == *other
+    }
+}
+
+impl<const N: usize> PartialEq<[f64; N]> for ArgData {
+    fn eq(&self, other: &[f64; N]) -> bool {
+        **self == *other
+    }
+}
+
+impl std::fmt::Debug for ArgData {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        (**self).fmt(f)
+    }
 }
 
 impl Arg {
@@ -49,7 +206,7 @@ impl Arg {
             rank: shape.len(),
             segments,
             shape,
-            data,
+            data: data.into(),
         }
     }
 
@@ -61,7 +218,7 @@ impl Arg {
             rank: 0,
             segments: Vec::new(),
             shape: Vec::new(),
-            data: vec![value],
+            data: vec![value].into(),
         }
     }
 
@@ -73,7 +230,7 @@ impl Arg {
             rank: 0,
             segments: Vec::new(),
             shape: Vec::new(),
-            data: vec![value],
+            data: vec![value].into(),
         }
     }
 
@@ -85,7 +242,7 @@ impl Arg {
             rank: shape.len(),
             segments: Vec::new(),
             shape,
-            data,
+            data: data.into(),
         }
     }
 
@@ -253,5 +410,38 @@ impl Registry {
         let mut v: Vec<&str> = self.map.keys().map(String::as_str).collect();
         v.sort_unstable();
         v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Block(Vec<f64>);
+    impl Elements for Block {
+        fn elements(&self) -> &[f64] {
+            &self.0
+        }
+    }
+
+    #[test]
+    fn runtime_elements_are_copied_at_the_first_change_only() {
+        let mut lent = ArgData::lent(vec![1.0, 2.0]);
+        assert_eq!(lent, [1.0, 2.0]);
+        lent[0] = 5.0;
+        assert_eq!(lent, [5.0, 2.0]);
+        assert_eq!(lent.take_lent(), Some(vec![1.0, 2.0]));
+
+        let block = Arc::new(Block(vec![3.0, 4.0]));
+        let mut shared = ArgData::shared(block.clone());
+        assert_eq!(shared.as_slice(), &[3.0, 4.0]);
+        shared.to_mut().push(6.0);
+        assert_eq!(shared, vec![3.0, 4.0, 6.0]);
+        assert_eq!(block.0, vec![3.0, 4.0]);
+        assert_eq!(shared.into_vec(), vec![3.0, 4.0, 6.0]);
+
+        let own = ArgData::from(vec![7.0]);
+        assert_eq!(own.clone().take_lent(), None);
+        assert_eq!(own.into_vec(), vec![7.0]);
     }
 }

@@ -6,8 +6,10 @@ use super::access::BlockRead;
 use crate::error::{Result, RuntimeError};
 use crate::print;
 use crate::specials::{Arg, ArgData, ArgKind, Context};
-use crate::store::{Block, Extents, Storage};
-use sial_bytecode::{ArrayKind, ExecArg, Intent, Operand, Persistent, PrintItem, SpecialSlot};
+use crate::store::{Block, BlockKey, Extents, Storage};
+use sial_bytecode::{
+    ArrayKind, BlockRef, ExecArg, Intent, Operand, Persistent, PrintItem, SpecialSlot,
+};
 
 impl Worker<'_> {
     fn emit(&mut self, text: &str) -> Result<()> {
@@ -94,12 +96,19 @@ impl Worker<'_> {
         }
         let intents = special.intents.clone();
         let intent = |i: usize| intents.get(i).copied().unwrap_or(Intent::Read);
-        let lent = self.lendable(args)?;
+        let lendable = self.lendable(args)?;
+        // The key and shape of each block lent, to put it back.
+        let mut lent: Vec<Option<(BlockKey, Extents)>> = vec![None; args.len()];
         let mut passed = Vec::with_capacity(args.len());
         let mut acquired = Ok(());
         for (i, a) in args.iter().enumerate() {
-            let arg = match (a, lent[i]) {
-                (ExecArg::Block(r), true) if intent(i) != Intent::Write => self.lend(r, intent(i)),
+            let arg = match (a, lendable[i]) {
+                (ExecArg::Block(r), Some(key)) if intent(i) != Intent::Write => {
+                    self.lend(r, key, intent(i)).map(|(arg, shape)| {
+                        lent[i] = Some((key, shape));
+                        arg
+                    })
+                }
                 _ => self.special_arg(a, intent(i)),
             };
             match arg {
@@ -117,9 +126,9 @@ impl Worker<'_> {
         // Lent blocks go back to their maps whatever happened, before any error is reported.
         let mut returned = Ok(());
         for (i, (a, arg)) in args.iter().zip(passed).enumerate() {
-            let back = match a {
-                ExecArg::Block(r) if lent[i] && intent(i) != Intent::Write => {
-                    self.give_back(r, arg, intent(i), (&name, i))
+            let back = match (a, lent[i]) {
+                (ExecArg::Block(r), Some(key_shape)) => {
+                    self.give_back(r, key_shape, arg, intent(i), (&name, i))
                 }
                 _ if intent(i) != Intent::Read => self.return_arg(a, arg),
                 _ => Ok(()),
@@ -137,12 +146,12 @@ impl Worker<'_> {
         returned
     }
 
-    /// Which arguments are blocks held in one of this worker's block maps, named by no other
-    /// argument: those are lent to the special (taken out of the map, and put back after the
-    /// call) instead of copied, as ACES4 hands a special the block's own memory. A block of
-    /// two million elements copied for every `stripi` of CCSD(T) cost a tenth of the job
-    /// (docs/benchmarks.md, "Specials' block arguments lent, not copied").
-    fn lendable(&self, args: &[ExecArg]) -> Result<Vec<bool>> {
+    /// The keys of the arguments that are blocks held in one of this worker's block maps,
+    /// named by no other argument: those are lent to the special (taken out of the map, and
+    /// put back after the call) instead of copied, as ACES4 hands a special the block's own
+    /// memory. A block of two million elements copied for every `stripi` of CCSD(T) cost a
+    /// tenth of the job (docs/benchmarks.md, "Specials' block arguments lent, not copied").
+    fn lendable(&self, args: &[ExecArg]) -> Result<Vec<Option<BlockKey>>> {
         let mut held = Vec::with_capacity(args.len());
         for a in args {
             held.push(match a {
@@ -154,19 +163,31 @@ impl Worker<'_> {
         }
         Ok(held
             .iter()
-            .map(|h| h.is_some_and(|h| held.iter().filter(|o| **o == Some(h)).count() == 1))
+            .map(|h| {
+                h.filter(|h| held.iter().filter(|o| **o == Some(*h)).count() == 1)
+                    .map(|h| h.1)
+            })
             .collect())
     }
 
-    /// A held block lent to a special: taken out of its map (it must exist).
-    fn lend(&mut self, r: &sial_bytecode::BlockRef, intent: Intent) -> Result<Arg> {
-        let (key, _) = self.locate(r)?;
-        if intent == Intent::Read {
-            // The message of a read of a missing block.
-            self.read_block(r)?;
-        }
-        let b = self.take_block(r)?;
-        Ok(Arg {
+    /// Held block `key` lent to a special: taken out of its map (it must exist), and its shape.
+    fn lend(&mut self, r: &BlockRef, key: BlockKey, intent: Intent) -> Result<(Arg, Extents)> {
+        let taken = match &mut self.memory[r.array.index()] {
+            Storage::Blocks(map) => map.remove(&key),
+            _ => None,
+        };
+        let Some(b) = taken else {
+            let what = if intent == Intent::Read {
+                "read"
+            } else {
+                "update"
+            };
+            return Err(RuntimeError::program(format!(
+                "Attempting to {what} non-existent block {}",
+                self.block_text(r.array, &key)
+            )));
+        };
+        let arg = Arg {
             kind: ArgKind::Block,
             name: self.array_name(r.array).to_string(),
             rank: r.indices.len(),
@@ -177,19 +198,20 @@ impl Worker<'_> {
             } else {
                 b.data.into()
             },
-        })
+        };
+        Ok((arg, b.shape))
     }
 
     /// A lent block back into its map: as it was lent for a read, with what the special left
     /// in it for an update (argument `i` of special `name`).
     fn give_back(
         &mut self,
-        r: &sial_bytecode::BlockRef,
+        r: &BlockRef,
+        (key, shape): (BlockKey, Extents),
         arg: Arg,
         intent: Intent,
         (name, i): (&str, usize),
     ) -> Result<()> {
-        let (_, shape) = self.locate(r)?;
         let data = if intent == Intent::Read {
             arg.data
                 .take_lent()
@@ -205,7 +227,10 @@ impl Worker<'_> {
                 data.len(),
             )));
         }
-        self.put_back(r, Block { shape, data })
+        if let Storage::Blocks(map) = &mut self.memory[r.array.index()] {
+            map.insert(key, Block { shape, data });
+        }
+        Ok(())
     }
 
     fn special_arg(&mut self, a: &ExecArg, intent: Intent) -> Result<Arg> {

@@ -17,6 +17,7 @@ mod progress;
 pub(crate) mod remote;
 mod scopes;
 mod sums;
+mod through;
 
 use crate::cluster::WorkerLink;
 use crate::cluster::message::{ServerStats, ToServer};
@@ -88,6 +89,8 @@ pub struct Worker<'a> {
     gpu: Option<Box<gpu::Gpu>>,
     /// Contraction plans by labels and shapes.
     plans: RefCell<plans::Plans>,
+    /// Copies into temp blocks that only the next instruction reads.
+    through: through::Through,
 }
 
 impl<'a> Worker<'a> {
@@ -155,6 +158,7 @@ impl<'a> Worker<'a> {
             lines: Vec::new(),
             progress,
             gpu,
+            through: through::Through::new(program),
         })
     }
 
@@ -297,6 +301,8 @@ impl<'a> Worker<'a> {
         let next = pc + 1;
         if self.gpu.is_some() {
             self.before_step(pc)?;
+        } else if self.through.at(pc) && self.add_through(pc)? {
+            return Ok(Some(pc + 2));
         }
         match op {
             Op::Jump { target } => return Ok(Some(*target as usize)),

@@ -2,6 +2,7 @@
 //! with the kernels of `sial-superinstructions`, and stores the result.
 
 use super::Worker;
+use super::through::Through;
 use crate::cluster::message::{Payload, ToServer};
 use crate::error::{Result, RuntimeError};
 use crate::store::{Block, BlockKey, Storage};
@@ -53,18 +54,7 @@ impl Worker<'_> {
                 src,
                 sign,
                 layout,
-            } => {
-                let alpha = if *sign == Sign::Plus { 1.0 } else { -1.0 };
-                let mut d = if dst.array == src.array {
-                    self.update_block(dst)?
-                } else {
-                    self.take_block(dst)?
-                };
-                let s = self.read_block(src)?;
-                arrange(&mut d, &s, layout, Some(alpha))?;
-                drop(s);
-                self.put_back(dst, d)
-            }
+            } => self.accumulate(dst, src, *sign, layout),
             Op::BlockSum {
                 dst,
                 left,
@@ -402,6 +392,48 @@ impl Worker<'_> {
                 return Ok(());
             }
         }
+    }
+
+    /// `dst += src` or `dst -= src`, `src` laid out onto `dst` by index name.
+    fn accumulate(
+        &mut self,
+        dst: &BlockRef,
+        src: &BlockRef,
+        sign: Sign,
+        layout: &Layout,
+    ) -> Result<()> {
+        let alpha = if sign == Sign::Plus { 1.0 } else { -1.0 };
+        let mut d = if dst.array == src.array {
+            self.update_block(dst)?
+        } else {
+            self.take_block(dst)?
+        };
+        let s = self.read_block(src)?;
+        arrange(&mut d, &s, layout, Some(alpha))?;
+        drop(s);
+        self.put_back(dst, d)
+    }
+
+    /// The copy `t = s` at `pc` and the `x += t` after it as `x += s`, where [`Through`] marked
+    /// the copy and `t`'s block is new (it would die unread at the end of its scope); `false`,
+    /// with nothing done, where the block exists or the copy would fail (blocks of different
+    /// sizes: the copy reports it).
+    pub(super) fn add_through(&mut self, pc: usize) -> Result<bool> {
+        let Some(step) = Through::pair(self.program, pc) else {
+            return Ok(false);
+        };
+        let (key, shape) = self.locate(step.temp)?;
+        if let Storage::Blocks(map) = &self.memory[step.temp.array.index()]
+            && map.contains_key(&key)
+        {
+            return Ok(false);
+        }
+        let (_, src_shape) = self.locate(step.src)?;
+        if shape.iter().product::<usize>() != src_shape.iter().product::<usize>() {
+            return Ok(false);
+        }
+        self.accumulate(step.dst, step.src, step.sign, step.layout)?;
+        Ok(true)
     }
 
     /// `put`/`prepare`: the value goes to the block's server; the source may change right

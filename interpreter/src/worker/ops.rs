@@ -432,7 +432,14 @@ impl Worker<'_> {
         if shape.iter().product::<usize>() != src_shape.iter().product::<usize>() {
             return Ok(false);
         }
-        self.accumulate(step.dst, step.src, step.sign, step.layout)?;
+        // Errors of the `+=` name its line, as they would unfused.
+        let line = self
+            .program
+            .code
+            .get(pc + 1)
+            .map_or(self.line, |i| i.loc.line);
+        self.accumulate(step.dst, step.src, step.sign, step.layout)
+            .map_err(|e| e.at(&self.program.name, line))?;
         Ok(true)
     }
 

@@ -6,7 +6,9 @@ use super::remote::Wanted;
 use crate::error::{Result, RuntimeError};
 use crate::layout::Layout;
 use crate::store::{Block, BlockKey, Extents, Region, Storage};
-use sial_bytecode::{ArrayKind, ArraySlot, BlockRef, IndexKind, IndexSlot, Operand, RegionRef};
+use sial_bytecode::{
+    ArrayKind, ArraySlot, BlockRef, IndexKind, IndexSlot, Intent, Operand, RegionRef,
+};
 use std::ops::Deref;
 use std::sync::Arc;
 
@@ -193,12 +195,10 @@ impl Worker<'_> {
         let (key, shape) = self.locate(r)?;
         match &self.memory[r.array.index()] {
             Storage::Remote => Ok(BlockRead::Shared(self.read_remote(r.array, key, &shape)?)),
-            Storage::Blocks(map) => map.get(&key).map(BlockRead::Borrowed).ok_or_else(|| {
-                RuntimeError::program(format!(
-                    "Attempting to read non-existent block {}",
-                    self.block_text(r.array, &key)
-                ))
-            }),
+            Storage::Blocks(map) => map
+                .get(&key)
+                .map(BlockRead::Borrowed)
+                .ok_or_else(|| self.missing_block(r.array, &key, Intent::Read)),
             Storage::Whole(whole) => {
                 let origin = self.static_origin(r.array, &key);
                 Ok(BlockRead::Owned(extract(whole, &origin, &shape)?))
@@ -208,6 +208,25 @@ impl Worker<'_> {
                 self.array_name(r.array)
             ))),
         }
+    }
+
+    /// The error for a block of a block map that is not there when an instruction reads it
+    /// (intent r) or updates it (intent u).
+    pub(crate) fn missing_block(
+        &self,
+        array: ArraySlot,
+        key: &BlockKey,
+        intent: Intent,
+    ) -> RuntimeError {
+        let verb = if intent == Intent::Read {
+            "read"
+        } else {
+            "update"
+        };
+        RuntimeError::program(format!(
+            "Attempting to {verb} non-existent block {}",
+            self.block_text(array, key)
+        ))
     }
 
     /// Takes a block out for an update (intent u): it must exist. Give it back with
@@ -220,10 +239,7 @@ impl Worker<'_> {
             {
                 return Ok(block);
             }
-            return Err(RuntimeError::program(format!(
-                "Attempting to update non-existent block {}",
-                self.block_text(r.array, &key)
-            )));
+            return Err(self.missing_block(r.array, &key, Intent::Update));
         }
         self.update_block(r)
     }
@@ -272,12 +288,7 @@ impl Worker<'_> {
             let (key, _) = self.locate(r)?;
             return map
                 .get(&key)
-                .ok_or_else(|| {
-                    RuntimeError::program(format!(
-                        "Attempting to update non-existent block {}",
-                        self.block_text(r.array, &key)
-                    ))
-                })?
+                .ok_or_else(|| self.missing_block(r.array, &key, Intent::Update))?
                 .copy();
         }
         self.read_block(r)?.into_owned()

@@ -177,15 +177,7 @@ impl Worker<'_> {
             _ => None,
         };
         let Some(b) = taken else {
-            let what = if intent == Intent::Read {
-                "read"
-            } else {
-                "update"
-            };
-            return Err(RuntimeError::program(format!(
-                "Attempting to {what} non-existent block {}",
-                self.block_text(r.array, &key)
-            )));
+            return Err(self.missing_block(r.array, &key, intent));
         };
         let arg = Arg {
             kind: ArgKind::Block,

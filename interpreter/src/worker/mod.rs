@@ -301,7 +301,9 @@ impl<'a> Worker<'a> {
         let next = pc + 1;
         if self.gpu.is_some() {
             self.before_step(pc)?;
-        } else if self.through.at(pc) && self.add_through(pc)? {
+        } else if let Some(step) = self.through.step(self.program, pc)
+            && self.add_through(pc, step)?
+        {
             return Ok(Some(pc + 2));
         }
         match op {

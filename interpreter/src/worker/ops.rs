@@ -2,11 +2,11 @@
 //! with the kernels of `sial-superinstructions`, and stores the result.
 
 use super::Worker;
-use super::through::Through;
+use super::through::Step;
 use crate::cluster::message::{Payload, ToServer};
 use crate::error::{Result, RuntimeError};
 use crate::store::{Block, BlockKey, Storage};
-use sial_bytecode::{BlockRef, Layout, Op, Operand, PutOp, PutValue, ScalarUpdate, Sign};
+use sial_bytecode::{BlockRef, Intent, Layout, Op, Operand, PutOp, PutValue, ScalarUpdate, Sign};
 use sial_superinstructions as k;
 use std::sync::Arc;
 
@@ -274,12 +274,10 @@ impl Worker<'_> {
             Storage::Remote => Ok(Arc::unwrap_or_clone(
                 self.read_remote(r.array, *key, shape)?,
             )),
-            Storage::Blocks(map) => map.get(key).cloned().ok_or_else(|| {
-                RuntimeError::program(format!(
-                    "Attempting to read non-existent block {}",
-                    self.block_text(r.array, key)
-                ))
-            }),
+            Storage::Blocks(map) => map
+                .get(key)
+                .cloned()
+                .ok_or_else(|| self.missing_block(r.array, key, Intent::Read)),
             Storage::Whole(whole) => {
                 let dims = &self.program.arrays[r.array.index()].dims;
                 let origin: Vec<usize> = dims
@@ -414,14 +412,11 @@ impl Worker<'_> {
         self.put_back(dst, d)
     }
 
-    /// The copy `t = s` at `pc` and the `x += t` after it as `x += s`, where [`Through`] marked
-    /// the copy and `t`'s block is new (it would die unread at the end of its scope); `false`,
-    /// with nothing done, where the block exists or the copy would fail (blocks of different
-    /// sizes: the copy reports it).
-    pub(super) fn add_through(&mut self, pc: usize) -> Result<bool> {
-        let Some(step) = Through::pair(self.program, pc) else {
-            return Ok(false);
-        };
+    /// The copy `t = s` at `pc` and the `x += t` after it (`step`, marked by
+    /// [`super::through::Through`]) as `x += s`, where `t`'s block is new (it would die unread
+    /// at the end of its scope); `false`, with nothing done, where the block exists or the copy
+    /// would fail (blocks of different sizes: the copy reports it).
+    pub(super) fn add_through(&mut self, pc: usize, step: Step<'_>) -> Result<bool> {
         let (key, shape) = self.locate(step.temp)?;
         if let Storage::Blocks(map) = &self.memory[step.temp.array.index()]
             && map.contains_key(&key)

@@ -41,7 +41,7 @@ impl Through {
     }
 
     /// The copy at `pc` and the accumulate after it, if they have the form of [`Through::new`].
-    pub(super) fn pair(program: &Program, pc: usize) -> Option<Step<'_>> {
+    fn pair(program: &Program, pc: usize) -> Option<Step<'_>> {
         let (
             Op::BlockCopy {
                 dst: Operand::Block(temp),
@@ -107,9 +107,14 @@ impl Through {
         false
     }
 
-    /// Whether the copy at `pc` may be skipped (if its temp block is new).
-    pub(super) fn at(&self, pc: usize) -> bool {
-        self.copies.get(pc).copied().unwrap_or(false)
+    /// The copy at `pc` and the accumulate it feeds, where the copy may be skipped (if its
+    /// temp block is new).
+    pub(super) fn step<'p>(&self, program: &'p Program, pc: usize) -> Option<Step<'p>> {
+        if self.copies.get(pc).copied().unwrap_or(false) {
+            Self::pair(program, pc)
+        } else {
+            None
+        }
     }
 }
 
@@ -128,7 +133,9 @@ mod tests {
         );
         let p = program(&source);
         let through = Through::new(&p);
-        (0..p.code.len()).filter(|&pc| through.at(pc)).count()
+        (0..p.code.len())
+            .filter(|&pc| through.step(&p, pc).is_some())
+            .count()
     }
 
     #[test]

@@ -12,6 +12,8 @@ aces4_includes "$dir"
 jobs=(second_ccsdpt_test rlambda_test lamccsdpt_test lccd_frozencore_test lccd_test lccsd_test
       cis_test scf_rhf_aguess_test scf_uhf_triplet_aguess_test scf_uhfrhf_aguess_test eom_test
       eom_ccsd_water_right_test lindep_test eom_lccd_test eom_lccsd_test eom_mp2_test)
+[ -n "${JOBS:-}" ] && read -ra jobs <<< "$JOBS"
+workers=${WORKERS:-2} servers=${SERVERS:-1}
 in_scratch
 timed() {
     local t0 t1
@@ -24,9 +26,9 @@ declare -A times
 for job in "${jobs[@]}"; do
     for _ in $(seq "$runs"); do
         for sial in "$@"; do
-            args=(run "$dir/test/$job.dat" "${includes[@]}" -q --workers 2 --servers 1)
+            args=(run "$dir/test/$job.dat" "${includes[@]}" -q --workers "$workers" --servers "$servers")
             times[$sial,$job,threads]+="$(timed "$sial" "${args[@]}") "
-            times[$sial,$job,mpi]+="$(timed mpirun -n 3 "$sial" "${args[@]}") "
+            times[$sial,$job,mpi]+="$(timed mpirun -n $((workers + servers)) "$sial" "${args[@]}") "
         done
     done
 done

@@ -32,10 +32,12 @@ mod batch;
 mod codec;
 pub mod heartbeat;
 mod outbox;
+mod waits;
 
 use batch::*;
 use codec::*;
 use outbox::*;
+use waits::{wait_for, wait_request};
 
 /// Tag of everything a server receives.
 const TO_SERVER: i32 = 1;
@@ -244,57 +246,6 @@ fn count_of(len: usize) -> Result<i32> {
 /// each data message that follows the batch into the buffer it is given.
 type Decode<T> = for<'b> fn(&'b [u8], &mut dyn FnMut(&mut [f64])) -> Result<(T, &'b [u8])>;
 
-/// Polls `probe` until it finds a message. MPI's own blocking probe spins on the core, which
-/// starves the other ranks when there are more ranks than cores (a laptop, a CI machine): after
-/// a short spin this yields the core, then sleeps for a few microseconds at a time.
-fn wait_for<T>(mut probe: impl FnMut() -> Option<T>) -> T {
-    let mut idle = 0u32;
-    let mut napping: Option<std::time::Instant> = None;
-    loop {
-        if let Some(found) = probe() {
-            return found;
-        }
-        idle = idle.saturating_add(1);
-        if idle < 64 {
-            std::hint::spin_loop();
-        } else if idle < 256 {
-            std::thread::yield_now();
-        } else {
-            let since = *napping.get_or_insert_with(std::time::Instant::now);
-            std::thread::sleep(nap(since.elapsed()));
-        }
-    }
-}
-
-/// How long a rank that has waited `waited` sleeps before it looks again: 20 µs for the first
-/// millisecond (a reply, a short barrier), then a sixteenth of the wait so far, at most 500 µs.
-/// A long wait (a worker at a barrier that another worker reaches much later, an idle server)
-/// then wakes hundreds of times a second, not tens of thousands, each time taking a core from
-/// a rank that computes when there are more ranks than cores, at the cost of answering at most
-/// a sixteenth of its wait later.
-fn nap(waited: std::time::Duration) -> std::time::Duration {
-    const FIRST: std::time::Duration = std::time::Duration::from_micros(20);
-    const LONGEST: std::time::Duration = std::time::Duration::from_micros(500);
-    if waited < std::time::Duration::from_millis(1) {
-        return FIRST;
-    }
-    (waited / 16).clamp(FIRST, LONGEST)
-}
-
-/// Waits for a non-blocking collective with the polling of [`wait_for`].
-fn wait_request<'a, D: ?Sized, S: ::mpi::request::Scope<'a>>(
-    request: ::mpi::request::Request<'a, D, S>,
-) {
-    let mut pending = Some(request);
-    wait_for(|| match pending.take()?.test() {
-        Ok(_) => Some(()),
-        Err(still) => {
-            pending = Some(still);
-            None
-        }
-    });
-}
-
 /// This process's end of the transport.
 pub enum Link {
     Worker(MpiWorker),
@@ -325,6 +276,7 @@ pub fn connect(universe: &Universe, workers: usize, servers: usize) -> Result<Li
             "{workers} workers and {servers} servers do not fit {size} MPI processes"
         )));
     }
+    waits::choose(&world)?;
     let roles = layout(workers, servers);
     let me = world.rank() as usize;
     let (is_server, rank) = super::role_of(&roles, me);
@@ -356,21 +308,4 @@ pub fn connect(universe: &Universe, workers: usize, servers: usize) -> Result<Li
         replies: Inbox::new(TO_WORKER),
         outbox,
     }))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::nap;
-    use std::time::Duration;
-
-    #[test]
-    fn naps_grow_with_the_wait_after_a_millisecond_to_at_most_500_us() {
-        let us = Duration::from_micros;
-        assert_eq!(nap(us(0)), us(20));
-        assert_eq!(nap(us(999)), us(20));
-        assert_eq!(nap(us(1000)), Duration::from_nanos(62_500));
-        assert_eq!(nap(us(4000)), us(250));
-        assert_eq!(nap(us(8000)), us(500));
-        assert_eq!(nap(Duration::from_secs(60)), us(500));
-    }
 }

@@ -87,13 +87,10 @@ proptest! {
         changes in proptest::collection::vec((any::<prop::sample::Index>(), 1u8..=255), 1..4),
     ) {
         thread_local! {
-            static DIR: PathBuf = {
-                let d = std::env::temp_dir().join(format!("sial-mutation-{}", std::process::id()));
-                std::fs::create_dir_all(&d).expect("temp dir");
-                d
-            };
+            // Removed when the test's thread ends.
+            static DIR: common::Scratch = common::scratch("mutation");
         }
-        let dir = DIR.with(|d| d.clone());
+        let dir = DIR.with(|d| d.to_path_buf());
         thread_local! {
             static PROGRAMS_COMPILED: std::cell::OnceCell<Vec<Compiled>> = const { std::cell::OnceCell::new() };
         }

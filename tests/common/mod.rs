@@ -249,12 +249,41 @@ pub fn n(v: &Value) -> u64 {
     v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
 }
 
-/// A fresh, empty folder `sial-NAME-PID` in the temporary folder.
-pub fn scratch(name: &str) -> PathBuf {
+/// A fresh, empty folder `sial-NAME-PID` in the temporary folder, removed with everything in
+/// it when the returned guard is dropped (at the end of the test, passed or failed).
+pub fn scratch(name: &str) -> Scratch {
     let dir = std::env::temp_dir().join(format!("sial-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("temp dir");
-    dir
+    Scratch(dir)
+}
+
+/// A test's temporary folder (see [`scratch`]); reads as its path.
+pub struct Scratch(PathBuf);
+
+impl std::ops::Deref for Scratch {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl AsRef<Path> for Scratch {
+    fn as_ref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl AsRef<OsStr> for Scratch {
+    fn as_ref(&self) -> &OsStr {
+        self.0.as_os_str()
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 /// The files of `dir` (not of its subfolders) ending in `.EXT`, in name order.

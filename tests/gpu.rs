@@ -96,6 +96,27 @@ fn a_small_device_memory_evicts_and_writes_back() {
 }
 
 #[test]
+fn an_operand_evicted_by_its_own_instruction_keeps_its_data() {
+    // Room for two of product_added's 29 KB blocks: placing `x` for `x += t` evicts `t`,
+    // dirty, which is then uploaded again for the same instruction. It was uploaded from its
+    // stale host copy (zeros) and every sum was lost: xsum came out 58320.
+    let mut args = common::device();
+    args.extend(["--gpu-memory", "64K"]);
+    let run = sial("programs/product_added.sial", &args);
+    assert!(run.ok, "{}", run.stderr);
+    assert!(n(&run.stats["gpu"]["write_backs"]) > 0);
+    // The values of the program's header, by hand.
+    for (name, value) in [
+        ("xsum", 5832000.0),
+        ("ysum", 7056720.0),
+        ("zsum", 4723920.0),
+        ("tsum", 2361960.0),
+    ] {
+        assert_eq!(scalar(&run, name), value, "{name}");
+    }
+}
+
+#[test]
 fn auto_sends_large_contractions_to_the_device_and_keeps_small_work() {
     let base = [
         "--workers",

@@ -517,10 +517,12 @@ impl Worker<'_> {
                     .for_device(p.key, len, p.intent, host, &mut written_back)
                     .map_err(gpu_error)?
             };
+            // Blocks evicted to make room are stored now: a later operand of this instruction
+            // may be one of them, and is uploaded from its host copy.
+            store_written_back(g, &mut self.memory, std::mem::take(&mut written_back));
             g.resident.insert(p.key);
             bufs.push(buf);
         }
-        store_written_back(g, &mut self.memory, written_back);
         let dev = g.copies.device();
         let shape = |i: usize| k::Shape::new(&places[i].shape);
         let r = match kernel {

@@ -189,3 +189,69 @@ fn programs_compute_their_expected_results() {
         problems.join("\n\n")
     );
 }
+
+/// How many times each line of `program` ran (`--profile`, one process), by line number.
+fn line_counts(program: &str) -> BTreeMap<usize, u64> {
+    let path = root().join("programs").join(program);
+    let out = Sial::new()
+        .arg("run")
+        .arg(&path)
+        .args(["--workers", "1", "--servers", "0", "--profile", "-q"])
+        .env_remove("SIALPATH")
+        .run();
+    assert!(out.ok, "{}", out.stderr);
+    let name = program.trim_end_matches(".sial");
+    out.stderr
+        .lines()
+        .filter_map(|l| {
+            let mut words = l.split_whitespace();
+            let line = words.next()?.strip_prefix(name)?.strip_prefix(':')?;
+            Some((line.parse().ok()?, words.next()?.parse().ok()?))
+        })
+        .collect()
+}
+
+/// The line of `program`'s source whose text (trimmed) is `text`.
+fn line_of(program: &str, text: &str) -> usize {
+    let source = std::fs::read_to_string(root().join("programs").join(program)).expect("read");
+    source
+        .lines()
+        .position(|l| l.trim() == text)
+        .map(|i| i + 1)
+        .unwrap_or_else(|| panic!("{program}: no line `{text}`"))
+}
+
+/// Whether this CPU runs the broadcast-products contraction kernel (AVX-512 F and VL), the
+/// one that adds `t = l * r` straight into a sum here.
+fn broadcast_kernel_runs_here() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("avx512f")
+            && std::arch::is_x86_feature_detected!("avx512vl")
+            && std::env::var_os("SIAL_NO_BROADCAST_KERNEL").is_none()
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+#[test]
+fn temps_only_the_next_add_reads_are_skipped() {
+    let p = "product_added.sial";
+    let ran = line_counts(p);
+    let count = |text: &str| ran.get(&line_of(p, text)).copied().unwrap_or(0);
+    // 16 pardo iterations x 2 segments of e.
+    assert_eq!(count("t[a,b,c,k] = l[a,e,c,k] * r[e,b]"), 32);
+    // Added straight into x and y where the kernel adds in place: the adds (and the copy)
+    // never run as instructions. Elsewhere everything runs (the results are the same).
+    let folded = if broadcast_kernel_runs_here() { 0 } else { 32 };
+    assert_eq!(count("x[a,b,c,k] += t[a,b,c,k]"), folded);
+    assert_eq!(count("t2[a,b,c,k] = l[a,e,c,k] * r[e,b]"), 32);
+    assert_eq!(count("u[a,b,c,k] = t2[a,b,c,k]"), folded);
+    // Not the add either way: where the contraction runs, the copy and the add run as one
+    // (`y += t2`, counted at the copy's line).
+    assert_eq!(count("y[a,b,c,k] += u[a,b,c,k]"), 0);
+    // t3 is read again: everything runs.
+    assert_eq!(count("z[a,b,c,k] += t3[a,b,c,k]"), 32);
+}

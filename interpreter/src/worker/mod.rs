@@ -301,10 +301,14 @@ impl<'a> Worker<'a> {
         let next = pc + 1;
         if self.gpu.is_some() {
             self.before_step(pc)?;
-        } else if let Some(step) = self.through.step(self.program, pc)
-            && self.add_through(pc, step)?
-        {
-            return Ok(Some(pc + 2));
+        } else if let Some(fold) = self.through.step(self.program, pc) {
+            let folded = match fold {
+                through::Fold::Copy(step) => self.add_through(pc, step)?.then_some(pc + 2),
+                through::Fold::Product(p) => self.contract_through(&p)?.then_some(pc + p.len),
+            };
+            if folded.is_some() {
+                return Ok(folded);
+            }
         }
         match op {
             Op::Jump { target } => return Ok(Some(*target as usize)),

@@ -2,7 +2,7 @@
 //! with the kernels of `sial-superinstructions`, and stores the result.
 
 use super::Worker;
-use super::through::Step;
+use super::through::{Product, Step};
 use crate::cluster::message::{Payload, ToServer};
 use crate::error::{Result, RuntimeError};
 use crate::store::{Block, BlockKey, Storage};
@@ -189,6 +189,29 @@ impl Worker<'_> {
             // Overwritten: the kernels never read dst when beta is 0.
             Block::overwritable(self.shape_of(dst)?)?
         };
+        let computed = self.contract_into(dst, &mut d, (left, right), accumulate, false);
+        if accumulate {
+            // Back where it was, also after an error.
+            self.put_back(dst, d)?;
+            computed.map(drop)
+        } else {
+            computed?;
+            self.write_block(dst, d)
+        }
+    }
+
+    /// `d = l * r` (or `d += l * r`) into the buffer `d`, laid out as the block `dst` (the
+    /// plan is found by `dst`'s labels and `d`'s shape). With `exact`, only where the plan adds
+    /// each sum to its element once ([`k::ContractionPlan::adds_each_sum_in_place`]); whether it
+    /// ran.
+    fn contract_into(
+        &mut self,
+        dst: &BlockRef,
+        d: &mut Block,
+        (left, right): (&BlockRef, &BlockRef),
+        accumulate: bool,
+        exact: bool,
+    ) -> Result<bool> {
         let (l, r) = (self.read_block(left)?, self.read_block(right)?);
         let labels = |b: &BlockRef| -> Vec<u32> { b.indices.iter().map(|i| i.0).collect() };
         let (dl, ll, rl) = (labels(dst), labels(left), labels(right));
@@ -196,18 +219,55 @@ impl Worker<'_> {
             self.plans
                 .borrow_mut()
                 .plan((&dl, &d.shape), (&ll, &l.shape), (&rl, &r.shape))?;
+        if exact && !plan.adds_each_sum_in_place() {
+            return Ok(false);
+        }
         plan.execute(
             &mut d.data,
             &l.data,
             &r.data,
             if accumulate { 1.0 } else { 0.0 },
         )?;
-        drop((l, r));
-        if accumulate {
-            self.put_back(dst, d)
-        } else {
-            self.write_block(dst, d)
+        Ok(true)
+    }
+
+    /// The contraction `t = l * r` and the `x += t` (or `u = t`, `x += u`) after it (`product`,
+    /// marked by [`super::through::Through`]) as `x += l * r`, where `t`'s (and `u`'s) block
+    /// is new, `x`'s is held in its array's map with as many elements, and the contraction's
+    /// plan adds each sum to its element once (so `x` gets the same bits); `false`, with
+    /// nothing done, where not (the instructions then run one by one and report what is wrong
+    /// at their lines).
+    pub(super) fn contract_through(&mut self, product: &Product<'_>) -> Result<bool> {
+        let held = |w: &Self, r: &BlockRef| -> Option<usize> {
+            let (key, shape) = w.locate(r).ok()?;
+            match &w.memory[r.array.index()] {
+                Storage::Blocks(map) if map.contains_key(&key) => {
+                    Some(shape.iter().product::<usize>())
+                }
+                _ => None,
+            }
+        };
+        let temps = [Some(product.result), product.copy];
+        if temps.iter().flatten().any(|t| held(self, t).is_some()) {
+            return Ok(false);
         }
+        let shape = self.shape_of(product.result)?;
+        let len = shape.iter().product::<usize>();
+        let sizes_match = match product.copy {
+            Some(u) => self.shape_of(u)?.iter().product::<usize>() == len,
+            None => true,
+        };
+        if !sizes_match || held(self, product.dst) != Some(len) {
+            return Ok(false);
+        }
+        let mut x = self.take_block(product.dst)?;
+        // The contraction sees x's elements laid out as t's.
+        let x_shape = std::mem::replace(&mut x.shape, shape);
+        let operands = (product.left, product.right);
+        let computed = self.contract_into(product.result, &mut x, operands, true, true);
+        x.shape = x_shape;
+        self.put_back(product.dst, x)?;
+        computed
     }
 
     /// `set_persistent`: marks the object to be saved under the label at the end of the program.

@@ -1,10 +1,14 @@
-//! Copies into temp blocks that only the next instruction reads: `t = s` then `x += t`, as
-//! ACES4's CCSD(T) programs write `taaaiii[a,a1,a2,k1,ii,jj] = tpppp[a,a1,a2,k1]` then
-//! `xaaaiii[a,a1,a2,k1,ii,jj] += taaaiii[a,a1,a2,k1,ii,jj]` some forty times, a quarter of the
-//! job's time in copying and adding blocks of two million elements (docs/benchmarks.md,
-//! "Temp copies read once, added straight from their source"). Where nothing else reads `t`
-//! before its scope closes and its block is new, the worker adds `s` to `x` and skips both the
-//! copy and the temp block.
+//! Temp blocks that only the next instruction reads. ACES4's CCSD(T) programs write
+//! `tpppp[a,a1,a2,k1] = VSaaai[a,a3,a2,k1] * tpp[a3,a1]`, then `taaaiii[a,a1,a2,k1,ii,jj] =
+//! tpppp[a,a1,a2,k1]` and `xaaaiii[a,a1,a2,k1,ii,jj] += taaaiii[a,a1,a2,k1,ii,jj]` some forty
+//! times, on blocks of two million elements. Where nothing else reads the temps before their
+//! scope closes and their blocks are new, the worker skips them:
+//! - a copy `t = s` then `x += t` runs as `x += s`: no copy, no temp block (docs/benchmarks.md,
+//!   "Temp copies read once, added straight from their source");
+//! - a contraction `t = l * r` then `x += t` (or `x += u` after `u = t`) runs as `x += l * r`:
+//!   the contraction adds its sums to `x`'s elements as it stores them, where it would have
+//!   stored them into `t`, and `x` is not read and written a second time (docs/benchmarks.md,
+//!   "Contractions added straight into their sum").
 
 use sial_bytecode::{ArrayKind, BlockRef, Op, Operand, Program, Sign};
 
@@ -17,27 +21,60 @@ pub(super) struct Step<'p> {
     pub(super) layout: &'p sial_bytecode::Layout,
 }
 
-/// Per instruction, whether it is such a copy.
+/// A contraction `result = left * right` whose result only `dst += result` reads, directly or
+/// through the copy `copy = result` (see [`Through::new`]).
+pub(super) struct Product<'p> {
+    pub(super) result: &'p BlockRef,
+    pub(super) left: &'p BlockRef,
+    pub(super) right: &'p BlockRef,
+    pub(super) copy: Option<&'p BlockRef>,
+    pub(super) dst: &'p BlockRef,
+    /// The instructions it stands for (2, or 3 with the copy).
+    pub(super) len: usize,
+}
+
+/// What the worker may fold at an instruction.
+pub(super) enum Fold<'p> {
+    Copy(Step<'p>),
+    Product(Product<'p>),
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Mark {
+    None,
+    Copy,
+    Product,
+}
+
+/// Per instruction, whether it starts such a fold.
 pub(super) struct Through {
-    copies: Vec<bool>,
+    marks: Vec<Mark>,
 }
 
 impl Through {
     /// Marks each `t = s` (a block of a temp array `t`, in the same element order as `s`) whose
-    /// next instruction is `x += t` or `x -= t` (the same block, in the same order), where no
-    /// instruction after that touches an element of `t`'s array, calls a procedure, executes
-    /// a special or returns before the innermost loop around them ends (its scope, where a new
-    /// temp block dies), reading the rest of the body straight through as a superset of its
-    /// paths (its jumps all go forward, out of the loop or to its end). Whether `t`'s block is
-    /// new is known only when the copy runs ([`super::Worker`] checks).
+    /// next instruction is `x += t` or `x -= t` (the same block, in the same order), and each
+    /// `t = l * r` (a temp `t`) whose next instruction is `x += t`, or is such a copy `u = t`
+    /// itself marked, where `x` is neither operand, and where no instruction after them touches
+    /// an element of the temps' arrays, calls a procedure, executes a special or returns before
+    /// the innermost loop around them ends (their scope, where a new temp block dies), reading
+    /// the rest of the body straight through as a superset of its paths (its jumps all go
+    /// forward, out of the loop or to its end). Whether the temp blocks are new is known only
+    /// when the instructions run ([`super::Worker`] checks).
     pub(super) fn new(program: &Program) -> Through {
-        let copies = (0..program.code.len())
+        let mut marks: Vec<Mark> = (0..program.code.len())
             .map(|pc| {
-                Self::pair(program, pc)
-                    .is_some_and(|s| Self::unread_after(program, pc + 2, s.temp.array.index()))
+                let copy = Self::pair(program, pc)
+                    .is_some_and(|s| Self::unread_after(program, pc + 2, s.temp.array.index()));
+                if copy { Mark::Copy } else { Mark::None }
             })
             .collect();
-        Through { copies }
+        for pc in 0..marks.len() {
+            if Self::product(program, pc, &marks).is_some() {
+                marks[pc] = Mark::Product;
+            }
+        }
+        Through { marks }
     }
 
     /// The copy at `pc` and the accumulate after it, if they have the form of [`Through::new`].
@@ -58,8 +95,7 @@ impl Through {
         else {
             return None;
         };
-        let kind = program.arrays.get(temp.array.index())?.kind;
-        (kind == ArrayKind::Temp
+        (Self::is_temp(program, temp)
             && added == temp
             && copied.is_identity()
             && layout.is_identity()
@@ -72,6 +108,56 @@ impl Through {
                 sign: *sign,
                 layout,
             })
+    }
+
+    /// The contraction at `pc` and what adds its result, if they have the form of
+    /// [`Through::new`] (`marks`: the copies already marked).
+    fn product<'p>(program: &'p Program, pc: usize, marks: &[Mark]) -> Option<Product<'p>> {
+        let Op::BlockContract {
+            dst: result,
+            left,
+            right,
+            accumulate: false,
+            ..
+        } = &program.code.get(pc)?.op
+        else {
+            return None;
+        };
+        if !Self::is_temp(program, result) {
+            return None;
+        }
+        let (copy, dst, len) = match &program.code.get(pc + 1)?.op {
+            Op::BlockAccumulate {
+                dst,
+                src,
+                sign: Sign::Plus,
+                layout,
+            } if src == result && layout.is_identity() => (None, dst, 2),
+            _ => {
+                let step = Self::pair(program, pc + 1)?;
+                let marked = marks.get(pc + 1) == Some(&Mark::Copy);
+                if !marked || step.src != result || step.sign != Sign::Plus {
+                    return None;
+                }
+                (Some(step.temp), step.dst, 3)
+            }
+        };
+        let apart = ![result.array, left.array, right.array].contains(&dst.array);
+        (apart && Self::unread_after(program, pc + len, result.array.index())).then_some(Product {
+            result,
+            left,
+            right,
+            copy,
+            dst,
+            len,
+        })
+    }
+
+    fn is_temp(program: &Program, r: &BlockRef) -> bool {
+        program
+            .arrays
+            .get(r.array.index())
+            .is_some_and(|a| a.kind == ArrayKind::Temp)
     }
 
     /// Whether the instructions from `from` to the end of the innermost loop around them leave
@@ -107,13 +193,12 @@ impl Through {
         false
     }
 
-    /// The copy at `pc` and the accumulate it feeds, where the copy may be skipped (if its
-    /// temp block is new).
-    pub(super) fn step<'p>(&self, program: &'p Program, pc: usize) -> Option<Step<'p>> {
-        if self.copies.get(pc).copied().unwrap_or(false) {
-            Self::pair(program, pc)
-        } else {
-            None
+    /// The fold that starts at `pc`, where it may be run (if its temp blocks are new).
+    pub(super) fn step<'p>(&self, program: &'p Program, pc: usize) -> Option<Fold<'p>> {
+        match self.marks.get(pc)? {
+            Mark::None => None,
+            Mark::Copy => Self::pair(program, pc).map(Fold::Copy),
+            Mark::Product => Self::product(program, pc, &self.marks).map(Fold::Product),
         }
     }
 }
@@ -123,19 +208,26 @@ mod tests {
     use super::*;
     use crate::testutil::program;
 
-    /// The instructions `Through` marks in `body` (inside a pardo over `i`).
+    /// The copies `Through` marks in `body` (inside a pardo over `i`).
     fn marked(body: &str) -> usize {
+        marks(body).0
+    }
+
+    /// The copies and the contractions `Through` marks in `body` (inside a pardo over `i`).
+    fn marks(body: &str) -> (usize, usize) {
         let source = format!(
-            "sial through\naoindex i = 1:2\naoindex j = 1:2\ntemp t[i,j]\ntemp u[i,j]\nlocal x[i,j]\n\
-             local y[i,j]\nscalar s\nproc p\n  u[i,j] = 1.0\nendproc p\nallocate x[*,*]\n\
-             allocate y[*,*]\npardo i, j\n  y[i,j] = 2.0\n  x[i,j] = 0.0\n{body}\nendpardo i, j\n\
-             endsial through\n"
+            "sial through\naoindex i = 1:2\naoindex j = 1:2\naoindex k = 1:2\ntemp t[i,j]\n\
+             temp u[i,j]\nlocal x[i,j]\nlocal y[i,j]\nlocal a[i,j]\nscalar s\nproc p\n\
+             u[i,j] = 1.0\nendproc p\nallocate x[*,*]\nallocate y[*,*]\nallocate a[*,*]\n\
+             pardo i, j\n  y[i,j] = 2.0\n  x[i,j] = 0.0\n{body}\nendpardo i, j\nendsial through\n"
         );
         let p = program(&source);
         let through = Through::new(&p);
-        (0..p.code.len())
-            .filter(|&pc| through.step(&p, pc).is_some())
-            .count()
+        let folds: Vec<_> = (0..p.code.len())
+            .filter_map(|pc| through.step(&p, pc))
+            .collect();
+        let copies = folds.iter().filter(|f| matches!(f, Fold::Copy(_))).count();
+        (copies, folds.len() - copies)
     }
 
     #[test]
@@ -179,5 +271,55 @@ mod tests {
         assert_eq!(marked("  t[i,j] = y[j,i]\n  x[i,j] += t[i,j]"), 0);
         // Not a temp.
         assert_eq!(marked("  y[i,j] = x[i,j]\n  x[i,j] += y[i,j]"), 0);
+    }
+
+    #[test]
+    fn a_contraction_only_the_next_accumulate_reads_is_marked() {
+        let body = |b: &str| format!("  do k\n{b}\n  enddo k");
+        assert_eq!(
+            marks(&body("  t[i,j] = a[i,k] * y[k,j]\n  x[i,j] += t[i,j]")),
+            (0, 1)
+        );
+        // Through a copy, itself marked.
+        assert_eq!(
+            marks(&body(
+                "  t[i,j] = a[i,k] * y[k,j]\n  u[i,j] = t[i,j]\n  x[i,j] += u[i,j]"
+            )),
+            (1, 1)
+        );
+    }
+
+    #[test]
+    fn contractions_read_again_subtracted_or_read_by_their_sum_are_not() {
+        let body = |b: &str| format!("  do k\n{b}\n  enddo k");
+        // Read again.
+        assert_eq!(
+            marks(&body(
+                "  t[i,j] = a[i,k] * y[k,j]\n  x[i,j] += t[i,j]\n  s = t[i,j] * t[i,j]"
+            )),
+            (0, 0)
+        );
+        // Subtracted: the contraction only adds.
+        assert_eq!(
+            marks(&body("  t[i,j] = a[i,k] * y[k,j]\n  x[i,j] -= t[i,j]")),
+            (0, 0)
+        );
+        // The sum is an operand of the contraction.
+        assert_eq!(
+            marks(&body("  t[i,j] = x[i,k] * y[k,j]\n  x[i,j] += t[i,j]")),
+            (0, 0)
+        );
+        // Through a copy read again.
+        assert_eq!(
+            marks(&body(
+                "  t[i,j] = a[i,k] * y[k,j]\n  u[i,j] = t[i,j]\n  x[i,j] += u[i,j]\n  s = u[i,j] * u[i,j]"
+            )),
+            (0, 0)
+        );
+        // Into a block that is not a temp's.
+        assert_eq!(
+            marks(&body("  y[i,j] = a[i,k] * x[k,j]\n  a[i,j] += y[i,j]")),
+            (0, 0)
+        );
     }
 }

@@ -253,8 +253,11 @@ impl Worker<'_> {
         }
         let shape = self.shape_of(product.result)?;
         let len = shape.iter().product::<usize>();
+        // A copy that would fail reports it at its own line, unfused.
         let sizes_match = match product.copy {
-            Some(u) => self.shape_of(u)?.iter().product::<usize>() == len,
+            Some(u) => self
+                .shape_of(u)
+                .is_ok_and(|s| s.iter().product::<usize>() == len),
             None => true,
         };
         if !sizes_match || held(self, product.dst) != Some(len) {

@@ -537,7 +537,6 @@ fn mpi_failing_job_keeps_its_dump_and_warns_once() {
     let err = &out.stderr;
     assert!(out.ok, "{err}");
     assert_eq!(err.matches("declaration is never used").count(), 1, "{err}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Under mpirun the ranks share the compiling of a job's programs (each rank compiles some and
@@ -645,7 +644,6 @@ fn mpi_ranks_share_the_compiling_and_stop_together() {
         ],
         "{dump}"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Under mpirun a rank whose process is stopped (SIGSTOP: it does not die, so mpirun does not
@@ -705,7 +703,6 @@ fn mpi_a_stopped_rank_is_named_and_ends_the_job() {
                 "{err}"
             );
         }
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }
 

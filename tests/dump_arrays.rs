@@ -211,7 +211,6 @@ fn arrays_as_npy_hold_the_dump_values() {
                     }
                 }
             }
-            let _ = std::fs::remove_dir_all(&dir);
         }
     }
     assert!(
@@ -236,7 +235,6 @@ fn an_arrays_folder_that_cannot_be_made_is_an_error_before_the_run() {
         "{}",
         out.stderr
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// A program folder that cannot be made (a file stands there): a clear error naming it, and
@@ -271,5 +269,4 @@ fn an_array_folder_that_cannot_be_written_leaves_the_json_dump_whole() {
         .flatten()
         .any(|e| e.file_name().to_string_lossy().ends_with(".partial"));
     assert!(!partial, "a .partial file was left");
-    let _ = std::fs::remove_dir_all(&dir);
 }

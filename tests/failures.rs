@@ -147,7 +147,6 @@ fn the_worker_memory_budget_evicts_and_reports_what_does_not_fit() {
         .as_u64()
         .unwrap_or(u64::MAX);
     assert!(peak <= 11 * 1024, "peak {peak} over the budget");
-    let _ = std::fs::remove_dir_all(&dir);
     fails_with(
         &[
             program,
@@ -292,7 +291,6 @@ fn a_failed_job_restarts_from_its_last_completed_program() {
             !dir.join("sial-jobs").join(&id).exists(),
             "a completed job removes its checkpoints"
         );
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }
 
@@ -345,7 +343,6 @@ fn restart_never_trusts_its_argument() {
         damaged.exists(),
         "a damaged checkpoint is kept for inspection"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// The extents listed after `prefix` in a message (`… of shape [300, 300, 1, 1] …`).
@@ -444,7 +441,6 @@ fn blocks_too_big_for_the_budget_are_named_before_allocation() {
         );
         assert!(!err.contains("panicked") && !err.contains("died"), "{err}");
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Options are checked before the job starts: a typo in `--set`, a value of the wrong type, a
@@ -573,5 +569,4 @@ fn a_signal_ends_a_run_cleanly() {
             assert!(!folder.exists(), "SIG{signal} left {}", folder.display());
         }
     }
-    let _ = std::fs::remove_dir_all(&base);
 }

@@ -93,7 +93,6 @@ fn specials_in_c_fortran_and_rust_compute_the_example() {
             assert_eq!(total, Some(441.0), "{}", library.display());
         }
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -219,5 +218,4 @@ fn plugin_errors_name_the_library_the_special_and_the_line() {
         "{}",
         out.stderr
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -56,5 +56,4 @@ fn compiled_bytecode_disassembles() {
             file.display()
         );
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }

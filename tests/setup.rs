@@ -88,7 +88,6 @@ fn job(
     }
     let text = std::fs::read_to_string(dir.join("results.json"))
         .map_err(|e| format!("results.json: {e}"))?;
-    let _ = std::fs::remove_dir_all(&dir);
     let results: Value = serde_json::from_str(&text).map_err(|e| format!("results: {e}"))?;
     if results["format"] != "sial-results/1" {
         return Err(format!("unexpected format {}", results["format"]).into());
@@ -128,7 +127,6 @@ fn refused(name: &str, xyz: &str, args: &[&str], parts: &[&str]) -> Result<(), F
     let out = Sial::new().args(&all).current_dir(&dir).run();
     let stderr = out.stderr;
     let written = dir.join("job.json").exists();
-    let _ = std::fs::remove_dir_all(&dir);
     if out.code != Some(1) {
         return Err(format!("exit status {:?}, expected 1: {stderr}", out.code).into());
     }
@@ -178,7 +176,6 @@ fn edited_job(
         .args(["run", "job.json", "-I", &scf, "-q"])
         .current_dir(&dir)
         .run();
-    let _ = std::fs::remove_dir_all(&dir);
     Ok((out.ok, out.stderr))
 }
 

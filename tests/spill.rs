@@ -105,7 +105,6 @@ fn arrays_four_times_the_server_memory_give_the_same_dump() {
         solo["programs"][0]["scalars"]["total"].as_f64(),
         Some(expected_total())
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -190,7 +189,6 @@ fn spill_errors_name_the_server_the_array_and_the_path() {
         .flatten()
         .any(|e| e.file_name().to_string_lossy().starts_with("sial-scratch"));
     assert!(kept, "--keep-scratch keeps the spill files");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Under mpirun (MPICH: `mpirun -n 4`, 2 workers and 2 server processes) the spilled run
@@ -234,5 +232,4 @@ fn mpi_servers_spill_without_changing_the_dump() {
         assert!(s["disk"]["peak_memory_bytes"].as_u64() <= Some(4 << 20));
         assert!(s["disk"]["blocks_spilled"].as_u64() > Some(0));
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }

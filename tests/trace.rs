@@ -126,7 +126,6 @@ fn threads_have_a_track_each_with_nested_events() {
         requests
     );
     assert!(count(server, "server", "put") > 0 && count(server, "server", "get") > 0);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -147,7 +146,6 @@ fn spills_and_reloads_are_on_the_server_track() {
     assert_eq!(count(server, "disk", "spill"), spilled);
     assert_eq!(count(server, "disk", "reload"), reloaded);
     check_nesting("server 0", server);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Device transfers are on copy-stream tracks beside the worker's, as many as `--stats`
@@ -172,7 +170,6 @@ fn device_transfers_are_on_copy_stream_tracks() {
     };
     assert_eq!(on("worker 0 copy stream 0", "upload"), uploads);
     assert_eq!(on("worker 0 copy stream 1", "download"), downloads);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -217,5 +214,4 @@ fn mpi_processes_are_one_trace() {
         .filter(|e| e.file_name().to_string_lossy().contains(".rank-"))
         .count();
     assert_eq!(leftovers, 0, "the parts are joined and removed");
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -257,6 +257,15 @@ impl Worker<'_> {
         })
     }
 
+    /// The shape of the block `r` names, and whether its array's block map holds it (false
+    /// where the block does not exist yet or the array keeps no block map).
+    pub(crate) fn locate_held(&self, r: &BlockRef) -> Result<(Extents, bool)> {
+        let (key, shape) = self.locate(r)?;
+        let held =
+            matches!(&self.memory[r.array.index()], Storage::Blocks(map) if map.contains_key(&key));
+        Ok((shape, held))
+    }
+
     /// Returns a block taken with [`Self::take_block`]; it keeps the scope it had.
     pub(crate) fn put_back(&mut self, r: &BlockRef, block: Block) -> Result<()> {
         if let Storage::Blocks(_) = &self.memory[r.array.index()] {

@@ -89,7 +89,7 @@ pub struct Worker<'a> {
     gpu: Option<Box<gpu::Gpu>>,
     /// Contraction plans by labels and shapes.
     plans: RefCell<plans::Plans>,
-    /// Copies into temp blocks that only the next instruction reads.
+    /// Copies and contractions into temp blocks that only the next instruction reads.
     through: through::Through,
 }
 

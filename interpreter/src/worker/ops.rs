@@ -5,7 +5,7 @@ use super::Worker;
 use super::through::{Product, Step};
 use crate::cluster::message::{Payload, ToServer};
 use crate::error::{Result, RuntimeError};
-use crate::store::{Block, BlockKey, Storage};
+use crate::store::{Block, BlockKey, Extents, Storage};
 use sial_bytecode::{BlockRef, Intent, Layout, Op, Operand, PutOp, PutValue, ScalarUpdate, Sign};
 use sial_superinstructions as k;
 use std::sync::Arc;
@@ -238,29 +238,19 @@ impl Worker<'_> {
     /// nothing done, where not (the instructions then run one by one and report what is wrong
     /// at their lines).
     pub(super) fn contract_through(&mut self, product: &Product<'_>) -> Result<bool> {
-        let held = |w: &Self, r: &BlockRef| -> Option<usize> {
-            let (key, shape) = w.locate(r).ok()?;
-            match &w.memory[r.array.index()] {
-                Storage::Blocks(map) if map.contains_key(&key) => {
-                    Some(shape.iter().product::<usize>())
-                }
-                _ => None,
-            }
-        };
-        let temps = [Some(product.result), product.copy];
-        if temps.iter().flatten().any(|t| held(self, t).is_some()) {
-            return Ok(false);
-        }
-        let shape = self.shape_of(product.result)?;
-        let len = shape.iter().product::<usize>();
-        // A copy that would fail reports it at its own line, unfused.
-        let sizes_match = match product.copy {
+        let len = |shape: &Extents| shape.iter().product::<usize>();
+        let (shape, held) = self.locate_held(product.result)?;
+        // A copy or a sum that cannot be located reports it at its own line, unfused.
+        let copy_fits = match product.copy {
             Some(u) => self
-                .shape_of(u)
-                .is_ok_and(|s| s.iter().product::<usize>() == len),
+                .locate_held(u)
+                .is_ok_and(|(s, held)| !held && len(&s) == len(&shape)),
             None => true,
         };
-        if !sizes_match || held(self, product.dst) != Some(len) {
+        let sum_fits = self
+            .locate_held(product.dst)
+            .is_ok_and(|(s, held)| held && len(&s) == len(&shape));
+        if held || !copy_fits || !sum_fits {
             return Ok(false);
         }
         let mut x = self.take_block(product.dst)?;
@@ -480,10 +470,8 @@ impl Worker<'_> {
     /// at the end of its scope); `false`, with nothing done, where the block exists or the copy
     /// would fail (blocks of different sizes: the copy reports it).
     pub(super) fn add_through(&mut self, pc: usize, step: Step<'_>) -> Result<bool> {
-        let (key, shape) = self.locate(step.temp)?;
-        if let Storage::Blocks(map) = &self.memory[step.temp.array.index()]
-            && map.contains_key(&key)
-        {
+        let (shape, held) = self.locate_held(step.temp)?;
+        if held {
             return Ok(false);
         }
         let (_, src_shape) = self.locate(step.src)?;

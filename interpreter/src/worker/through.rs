@@ -70,7 +70,9 @@ impl Through {
             })
             .collect();
         for pc in 0..marks.len() {
-            if Self::product(program, pc, &marks).is_some() {
+            let unread =
+                |p: &Product<'_>| Self::unread_after(program, pc + p.len, p.result.array.index());
+            if Self::product(program, pc, &marks).is_some_and(|p| unread(&p)) {
                 marks[pc] = Mark::Product;
             }
         }
@@ -111,7 +113,7 @@ impl Through {
     }
 
     /// The contraction at `pc` and what adds its result, if they have the form of
-    /// [`Through::new`] (`marks`: the copies already marked).
+    /// [`Through::new`] (`marks`: the copies already marked), the rest of the body aside.
     fn product<'p>(program: &'p Program, pc: usize, marks: &[Mark]) -> Option<Product<'p>> {
         let Op::BlockContract {
             dst: result,
@@ -143,7 +145,7 @@ impl Through {
             }
         };
         let apart = ![result.array, left.array, right.array].contains(&dst.array);
-        (apart && Self::unread_after(program, pc + len, result.array.index())).then_some(Product {
+        apart.then_some(Product {
             result,
             left,
             right,
@@ -193,7 +195,8 @@ impl Through {
         false
     }
 
-    /// The fold that starts at `pc`, where it may be run (if its temp blocks are new).
+    /// The fold that starts at `pc`, where it may be run (if its temp blocks are new): the
+    /// marks say so, so only the instructions' form is read again.
     pub(super) fn step<'p>(&self, program: &'p Program, pc: usize) -> Option<Fold<'p>> {
         match self.marks.get(pc)? {
             Mark::None => None,

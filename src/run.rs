@@ -65,10 +65,7 @@ pub fn run_job(args: RunArgs) -> ExitCode {
         Ok(s) => s,
         Err(e) => return fail(e.to_string()),
     };
-    let node = match session.as_ref().map(mpi::Session::node_ranks).transpose() {
-        Ok(node) => node,
-        Err(e) => return fail(e.to_string()),
-    };
+    let node = session.as_ref().map(mpi::Session::node_ranks);
     let cache = cache.unwrap_or_else(|| default_integral_cache(node.as_ref().map_or(1, Vec::len)));
     sial_chemistry::integrals::set_cache_budget(cache);
     let integrals = session

@@ -16,7 +16,7 @@ use mpi::point_to_point::{Destination, Source};
 use mpi::topology::Communicator;
 use sial_compiler::bytecode::PutOp;
 use sial_interpreter::cluster::message::{Origin, Payload, ToServer, ToWorker};
-use sial_interpreter::cluster::mpi::{Link, connect};
+use sial_interpreter::cluster::mpi::{Link, Places, connect};
 use sial_interpreter::cluster::{ServerLink, WorkerLink};
 use sial_interpreter::store::{Block, BlockKey};
 use std::sync::Arc;
@@ -44,6 +44,14 @@ fn main() {
     if world.size() != 2 {
         eprintln!("run under mpirun -n 2");
         std::process::exit(1);
+    }
+    // Waits as in `sial run`: without naps where each rank has a core.
+    match Places::gather(&world) {
+        Ok(places) => places.choose_waits(),
+        Err(e) => {
+            eprintln!("{e}");
+            std::process::exit(1);
+        }
     }
     let mut link = match connect(&universe, 1, 1) {
         Ok(l) => l,

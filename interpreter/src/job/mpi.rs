@@ -6,7 +6,7 @@ use super::mpi_stats::{stats_in, stats_out};
 use super::{Figures, JobInputs, Ranks, Report, Transport, drive, panic_text};
 use crate::cluster::layout;
 use crate::cluster::mpi::heartbeat::Heartbeat;
-use crate::cluster::mpi::{Link, connect};
+use crate::cluster::mpi::{Link, Places, connect};
 use crate::cluster::{ServerLink, WorkerLink};
 use crate::error::{Result, RuntimeError};
 use crate::options::Options;
@@ -28,6 +28,8 @@ use std::path::Path;
 pub struct Session {
     universe: Universe,
     threading: Threading,
+    /// Where every rank runs: its node's ranks, and how the transport waits.
+    places: Places,
 }
 
 impl Session {
@@ -40,9 +42,11 @@ impl Session {
         };
         let (universe, threading) = ::mpi::initialize_with_threading(wanted)
             .ok_or_else(|| RuntimeError::new("MPI cannot be initialised twice"))?;
+        let places = Places::gather(&universe.world())?;
         Ok(Session {
             universe,
             threading,
+            places,
         })
     }
 
@@ -57,16 +61,11 @@ impl Session {
         crate::cluster::mpi::all_gather(&self.universe.world(), bytes)
     }
 
-    /// The ranks on this process's node, in order (collective): those on a host of the same
-    /// name, found with one all-gather (`MPI_Comm_split_type` takes 60 ms in MPICH 4.0). A
-    /// rank whose host has no name is alone on its node.
-    pub fn node_ranks(&self) -> Result<Vec<usize>> {
-        let (me, _) = self.rank_and_size();
-        let host = ::mpi::environment::processor_name().unwrap_or_else(|_| format!("rank {me}"));
-        let hosts = self.all_gather(host.as_bytes())?;
-        Ok((0..hosts.len())
-            .filter(|&r| hosts[r] == host.as_bytes())
-            .collect())
+    /// The ranks on this process's node, in order: those on a host of the same name (gathered
+    /// at the start, one all-gather; `MPI_Comm_split_type` takes 60 ms in MPICH 4.0). A rank
+    /// whose host has no name is alone on its node.
+    pub fn node_ranks(&self) -> Vec<usize> {
+        self.places.node_ranks()
     }
 
     /// One file that every rank of `node` (this node's ranks, [`Session::node_ranks`]) holds
@@ -154,7 +153,9 @@ impl Session {
         let Session {
             universe,
             threading,
+            places,
         } = self;
+        places.choose_waits();
         let inputs = JobInputs {
             setup,
             registry,

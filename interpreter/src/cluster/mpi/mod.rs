@@ -37,6 +37,7 @@ mod waits;
 use batch::*;
 use codec::*;
 use outbox::*;
+pub use waits::Places;
 use waits::{wait_for, wait_request};
 
 /// Tag of everything a server receives.
@@ -276,7 +277,6 @@ pub fn connect(universe: &Universe, workers: usize, servers: usize) -> Result<Li
             "{workers} workers and {servers} servers do not fit {size} MPI processes"
         )));
     }
-    waits::choose(&world)?;
     let roles = layout(workers, servers);
     let me = world.rank() as usize;
     let (is_server, rank) = super::role_of(&roles, me);

@@ -7,12 +7,13 @@
 //! (docs/benchmarks.md, "MPI ranks with a core each poll without sleeping").
 
 use super::all_gather;
-use crate::error::Result;
-use ::mpi::topology::SimpleCommunicator;
+use crate::error::{Result, RuntimeError};
+use ::mpi::topology::{Communicator, SimpleCommunicator};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-/// Whether a long wait sleeps: true until [`choose`] finds a core for every rank of the node.
+/// Whether a long wait sleeps: true until [`Places::choose_waits`] finds a core for every rank
+/// of the node.
 static NAPS: AtomicBool = AtomicBool::new(true);
 
 /// Words of a CPU mask (1,024 CPUs, as glibc's `cpu_set_t`).
@@ -117,16 +118,41 @@ fn ranks_fit_cores(mine: &Placement, all: &[Placement]) -> bool {
     node.len() <= cores as usize
 }
 
-/// Chooses how this rank waits, from where every rank of the world runs (collective: one
-/// all-gather).
-pub(super) fn choose(world: &SimpleCommunicator) -> Result<()> {
-    let mine = Placement::here();
-    let all: Vec<Placement> = all_gather(world, &mine.encode())?
-        .iter()
-        .filter_map(|b| Placement::decode(b))
-        .collect();
-    NAPS.store(!ranks_fit_cores(&mine, &all), Ordering::Relaxed);
-    Ok(())
+/// Where every rank of the world runs, gathered once at the start.
+pub struct Places {
+    all: Vec<Placement>,
+    me: usize,
+}
+
+impl Places {
+    /// Every rank's host, CPU mask and usable CPUs (collective: one all-gather).
+    pub fn gather(world: &SimpleCommunicator) -> Result<Places> {
+        let mine = Placement::here();
+        let all = all_gather(world, &mine.encode())?
+            .iter()
+            .map(|b| Placement::decode(b))
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| RuntimeError::new("internal: a rank's placement did not decode"))?;
+        let me = world.rank() as usize;
+        Ok(Places { all, me })
+    }
+
+    /// The ranks on this process's node, in order: those on a host of the same name. A rank
+    /// whose host has no name is alone on its node.
+    pub fn node_ranks(&self) -> Vec<usize> {
+        let host = self.all.get(self.me).map_or(&[][..], |p| &p.host[..]);
+        (0..self.all.len())
+            .filter(|&r| r == self.me || (!host.is_empty() && self.all[r].host == host))
+            .collect()
+    }
+
+    /// Chooses how this process waits: without naps where the ranks on its node fit its
+    /// cores ([`ranks_fit_cores`]).
+    pub fn choose_waits(&self) {
+        if let Some(mine) = self.all.get(self.me) {
+            NAPS.store(!ranks_fit_cores(mine, &self.all), Ordering::Relaxed);
+        }
+    }
 }
 
 /// Polls `probe` until it finds a message: a short spin, then yields of the core, then (where
@@ -240,6 +266,24 @@ mod tests {
             &unknown[0],
             &[unknown[0].clone(), at("a", &[], 1)]
         ));
+    }
+
+    #[test]
+    fn a_node_is_the_ranks_of_one_host_name() {
+        let all = vec![
+            at("a", &[0], 1),
+            at("b", &[0], 1),
+            at("a", &[1], 1),
+            at("", &[0], 1),
+        ];
+        let places = |me| Places {
+            all: all.clone(),
+            me,
+        };
+        assert_eq!(places(0).node_ranks(), vec![0, 2]);
+        assert_eq!(places(1).node_ranks(), vec![1]);
+        // A rank whose host has no name is alone.
+        assert_eq!(places(3).node_ranks(), vec![3]);
     }
 
     #[test]

@@ -84,8 +84,16 @@ fn main() {
                     };
                     w.send(0, put).expect("put");
                 }
-                w.send(0, ToServer::Sync { from: FROM }).expect("sync");
-                let _ = w.recv().expect("synced");
+                // A reply leaves after every earlier put is applied: a prefetch, answered
+                // without data.
+                let get = ToServer::Get {
+                    from: FROM,
+                    array: 0,
+                    key: KEY,
+                    prefetch: true,
+                };
+                w.send(0, get).expect("prefetch");
+                let _ = w.recv().expect("missing");
                 let put = t.elapsed().as_secs_f64();
 
                 world.barrier();
@@ -143,8 +151,13 @@ fn main() {
                 world.barrier();
                 loop {
                     match s.recv().expect("request") {
-                        ToServer::Sync { .. } => {
-                            s.send(0, ToWorker::Synced { server: 0 }).expect("synced");
+                        ToServer::Get { .. } => {
+                            let reply = ToWorker::Missing {
+                                array: 0,
+                                key: KEY,
+                                section: 0,
+                            };
+                            s.send(0, reply).expect("missing");
                             break;
                         }
                         ToServer::Put { .. } => {}

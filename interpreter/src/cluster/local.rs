@@ -143,6 +143,15 @@ impl WorkerLink for LocalWorker {
             .meet(self.rank, data, &self.fabric.abort)?;
         Ok(all.as_ref().clone())
     }
+    fn barrier_meet(&mut self, bits: &mut [u64], counts: &mut [u64]) -> Result<()> {
+        // Folded from the shared round, not from a copy of it.
+        let all =
+            self.fabric
+                .gather
+                .meet(self.rank, super::meeting(bits, counts), &self.fabric.abort)?;
+        super::fold_meeting(&all, bits, counts);
+        Ok(())
+    }
     fn broadcast(&mut self, root: usize, data: Vec<f64>) -> Result<Vec<f64>> {
         let mine = if self.rank == root { data } else { Vec::new() };
         let all = self

@@ -49,8 +49,13 @@ pub enum ToServer {
     },
     /// `delete`/`destroy`: drop every block of the array.
     Delete { from: Origin, array: u32 },
-    /// Reply `Synced` once every earlier request of this worker has been applied.
+    /// A barrier: this worker's requests of its section end here. No reply; the server counts
+    /// it (see `Expect`).
     Sync { from: Origin },
+    /// This worker's later requests wait until the server has applied `syncs` `Sync`s in all:
+    /// those of every worker's earlier sections, which the workers counted at their barriers.
+    /// Sent before the first request to a server after a barrier that sent it a `Sync`.
+    Expect { from: Origin, syncs: u64 },
     /// Save the array under the label at the end of the program.
     SetPersistent {
         from: Origin,
@@ -85,6 +90,7 @@ impl ToServer {
             ToServer::Put { .. } => "put",
             ToServer::Delete { .. } => "delete",
             ToServer::Sync { .. } => "sync",
+            ToServer::Expect { .. } => "expect",
             ToServer::SetPersistent { .. } => "set_persistent",
             ToServer::RestorePersistent { .. } => "restore_persistent",
             ToServer::SnapshotKeys { .. } | ToServer::Snapshot { .. } => "snapshot",
@@ -99,6 +105,7 @@ impl ToServer {
             | ToServer::Delete { from, .. }
             | ToServer::Claims { from, .. }
             | ToServer::Sync { from }
+            | ToServer::Expect { from, .. }
             | ToServer::SetPersistent { from, .. }
             | ToServer::RestorePersistent { from, .. }
             | ToServer::SnapshotKeys { from, .. }
@@ -117,7 +124,10 @@ impl ToServer {
             | ToServer::RestorePersistent { array, .. }
             | ToServer::SnapshotKeys { array, .. }
             | ToServer::Snapshot { array, .. } => Some(*array),
-            ToServer::Claims { .. } | ToServer::Sync { .. } | ToServer::EndProgram { .. } => None,
+            ToServer::Claims { .. }
+            | ToServer::Sync { .. }
+            | ToServer::Expect { .. }
+            | ToServer::EndProgram { .. } => None,
         }
     }
 
@@ -130,6 +140,7 @@ impl ToServer {
             ToServer::Get { .. }
             | ToServer::Claims { .. }
             | ToServer::Sync { .. }
+            | ToServer::Expect { .. }
             | ToServer::SetPersistent { .. }
             | ToServer::SnapshotKeys { .. }
             | ToServer::Snapshot { .. }
@@ -142,11 +153,12 @@ impl ToServer {
     pub fn has_reply(&self) -> bool {
         match self {
             ToServer::Get { .. }
-            | ToServer::Sync { .. }
             | ToServer::SnapshotKeys { .. }
             | ToServer::Snapshot { .. }
             | ToServer::EndProgram { .. } => true,
             ToServer::Claims { .. }
+            | ToServer::Sync { .. }
+            | ToServer::Expect { .. }
             | ToServer::Put { .. }
             | ToServer::Delete { .. }
             | ToServer::SetPersistent { .. }
@@ -202,9 +214,6 @@ pub enum ToWorker {
         array: u32,
         key: BlockKey,
         section: u32,
-    },
-    Synced {
-        server: u32,
     },
     SnapshotKeys {
         server: u32,

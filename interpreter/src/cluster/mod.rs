@@ -35,18 +35,14 @@ pub trait WorkerLink {
     fn barrier(&mut self) -> Result<()> {
         self.all_gather(Vec::new()).map(|_| ())
     }
-    /// A barrier that also leaves in `bits` the bitwise or of every worker's `bits` (all of
-    /// the same length).
-    fn barrier_or(&mut self, bits: &mut [u64]) -> Result<()> {
-        if bits.is_empty() {
+    /// A barrier that also leaves in `bits` the bitwise or of every worker's `bits`, and in
+    /// `counts` the sum of every worker's `counts` (each of the same length on every worker).
+    fn barrier_meet(&mut self, bits: &mut [u64], counts: &mut [u64]) -> Result<()> {
+        if bits.is_empty() && counts.is_empty() {
             return self.barrier();
         }
-        let mine = bits.iter().map(|&w| f64::from_bits(w)).collect();
-        for theirs in self.all_gather(mine)? {
-            for (b, t) in bits.iter_mut().zip(theirs) {
-                *b |= t.to_bits();
-            }
-        }
+        let all = self.all_gather(meeting(bits, counts))?;
+        fold_meeting(&all, bits, counts);
         Ok(())
     }
     /// Worker `root`'s `data` on every worker.
@@ -63,6 +59,29 @@ pub trait WorkerLink {
     /// block kept would make the server copy it at its next change.
     fn shares_blocks(&self) -> bool {
         false
+    }
+}
+
+/// A worker's contribution to [`WorkerLink::barrier_meet`] through an all-gather: its bits,
+/// then its counts, each word as the bits of an `f64`.
+fn meeting(bits: &[u64], counts: &[u64]) -> Vec<f64> {
+    bits.iter()
+        .chain(counts)
+        .map(|&w| f64::from_bits(w))
+        .collect()
+}
+
+/// Every worker's contribution ([`meeting`]) folded into `bits` (or) and `counts` (sum).
+fn fold_meeting(all: &[Vec<f64>], bits: &mut [u64], counts: &mut [u64]) {
+    counts.fill(0);
+    for theirs in all {
+        let (their_bits, their_counts) = theirs.split_at(bits.len().min(theirs.len()));
+        for (b, t) in bits.iter_mut().zip(their_bits) {
+            *b |= t.to_bits();
+        }
+        for (c, t) in counts.iter_mut().zip(their_counts) {
+            *c = c.wrapping_add(t.to_bits());
+        }
     }
 }
 

@@ -3,6 +3,7 @@
 //! persistent arrays between the programs of a job.
 
 pub mod blocks;
+pub mod gate;
 pub mod race;
 
 use crate::cluster::message::{Origin, Payload, ServerStats, ToServer, ToWorker};
@@ -36,6 +37,7 @@ pub struct Server<'p> {
     section: u32,
     marks: Vec<(u32, String)>,
     once: OncePerStep,
+    gate: gate::Gate,
     stats: ServerStats,
 }
 
@@ -84,6 +86,7 @@ impl<'p> Server<'p> {
             section: 0,
             marks: Vec::new(),
             once: OncePerStep::default(),
+            gate: gate::Gate::default(),
             stats: ServerStats::default(),
         }
     }
@@ -96,13 +99,43 @@ impl<'p> Server<'p> {
         s
     }
 
-    /// Applies one request; `reply(worker, message)` sends the answers.
+    /// Applies one request, or holds it until the sections before its own are over
+    /// ([`gate`]), and then the held requests that this one lets go; `reply(worker, message)`
+    /// sends the answers.
     pub fn handle(
         &mut self,
         msg: ToServer,
         saved: &mut Saved,
         reply: &mut dyn FnMut(usize, ToWorker) -> Result<()>,
     ) -> Result<Flow> {
+        let Some(msg) = self.gate.admit(msg) else {
+            return Ok(Flow::Continue);
+        };
+        let mut flow = self.apply(msg, saved, reply)?;
+        while let Some(msg) = self.gate.released() {
+            if self.apply(msg, saved, reply)? == Flow::End {
+                flow = Flow::End;
+            }
+        }
+        if flow == Flow::End && self.gate.holds_any() {
+            return Err(RuntimeError::new(
+                "internal: the program ended at a server that still holds requests of a later section",
+            ));
+        }
+        Ok(flow)
+    }
+
+    fn apply(
+        &mut self,
+        msg: ToServer,
+        saved: &mut Saved,
+        reply: &mut dyn FnMut(usize, ToWorker) -> Result<()>,
+    ) -> Result<Flow> {
+        if let ToServer::Expect { from, syncs } = msg {
+            // Order between sections, not a request of one.
+            self.gate.expect(from.worker, syncs);
+            return Ok(Flow::Continue);
+        }
         let started = Instant::now();
         let from = msg.origin();
         let kind = msg.name();
@@ -164,15 +197,11 @@ impl<'p> Server<'p> {
                 }
             }
             ToServer::Sync { from } => {
-                // This worker is past the barrier that ended every earlier section.
+                // Every worker is past the barrier that ended every earlier section.
                 self.store.end_sections_before(from.section);
-                reply(
-                    from.worker as usize,
-                    ToWorker::Synced {
-                        server: self.rank as u32,
-                    },
-                )?
+                self.gate.synced();
             }
+            ToServer::Expect { .. } => {}
             ToServer::SetPersistent { array, label, .. } => self.marks.push((array, label)),
             ToServer::RestorePersistent {
                 from, array, label, ..
@@ -507,6 +536,62 @@ mod tests {
             })
             .expect("get");
         got
+    }
+
+    /// Worker 0 is past a barrier and asks for a block before worker 1's put of the section
+    /// before, and its `Sync`, have arrived: the get waits for them and sees the put.
+    #[test]
+    fn a_get_after_a_barrier_waits_for_the_other_workers_section() {
+        let source = "sial p\nindex i = 1:2\ndistributed a[i]\nendsial p\n";
+        let program = crate::testutil::program(source);
+        let mut server = Server::new(&program, 0, blocks::Spill::default());
+        let mut saved = Saved::new();
+        let from = |worker, section| Origin {
+            worker,
+            section,
+            line: 1,
+        };
+        let mut send = |server: &mut Server, m: ToServer| {
+            let mut replies = Vec::new();
+            server
+                .handle(m, &mut saved, &mut |w, m| {
+                    if let ToWorker::Block { block, .. } = m {
+                        replies.push((w, block.data.clone()));
+                    }
+                    Ok(())
+                })
+                .expect("request");
+            replies
+        };
+        let put = |worker, v| ToServer::Put {
+            from: from(worker, 0),
+            array: 0,
+            key: key(),
+            shape: [2].into(),
+            op: PutOp::Replace,
+            payload: Payload::Block(vec![v, v]),
+        };
+        // Both workers sent requests in section 0, so the server must apply two Syncs first;
+        // applied early, the get would find no block.
+        assert!(send(&mut server, ToServer::Sync { from: from(0, 0) }).is_empty());
+        let expect = ToServer::Expect {
+            from: from(0, 1),
+            syncs: 2,
+        };
+        assert!(send(&mut server, expect).is_empty());
+        let get = ToServer::Get {
+            from: from(0, 1),
+            array: 0,
+            key: key(),
+            prefetch: false,
+        };
+        assert!(
+            send(&mut server, get).is_empty(),
+            "the get was answered before worker 1's section ended"
+        );
+        assert!(send(&mut server, put(1, 2.0)).is_empty());
+        let replies = send(&mut server, ToServer::Sync { from: from(1, 0) });
+        assert_eq!(replies, vec![(0, vec![2.0, 2.0])]);
     }
 
     /// A worker that is past a `delete` puts into the array before a slower worker's copy of

@@ -128,11 +128,13 @@ pub(crate) struct Net<'a> {
     cache: Cache,
     sites: Sites,
     pub section: u32,
-    /// Servers that answered this barrier's `Sync`.
-    synced: usize,
     /// Per server: whether this worker sent it anything since its last barrier (only those
-    /// servers can hold a request of this worker not yet applied, or a reply not yet here).
+    /// servers can hold a request of this worker not yet applied).
     unsynced: Vec<bool>,
+    /// Per server: the `Sync`s of every worker's sections so far (summed at the barriers),
+    /// and how many of them this worker has told the server to wait for (`Expect`).
+    expected: Vec<u64>,
+    told: Vec<u64>,
     /// Replies to `--dump`'s requests: keys (array, server, keys) and blocks (array, server).
     snapshot_keys: Vec<(u32, usize, Vec<BlockKey>)>,
     snapshots: Vec<(u32, usize, Blocks)>,
@@ -180,8 +182,9 @@ impl<'a> Net<'a> {
             cache: Cache::new(budget),
             sites: Sites::new(program, prefetch),
             section: 0,
-            synced: 0,
             unsynced: vec![false; servers],
+            expected: vec![0; servers],
+            told: vec![0; servers],
             snapshot_keys: Vec::new(),
             snapshots: Vec::new(),
             ended: Vec::new(),
@@ -298,6 +301,16 @@ impl<'a> Net<'a> {
         if let Some(u) = self.unsynced.get_mut(server) {
             *u = true;
         }
+        if let (Some(&syncs), Some(told)) = (self.expected.get(server), self.told.get_mut(server))
+            && *told < syncs
+        {
+            // The first request after a barrier: it and every later one wait at the server
+            // for the earlier sections of every worker.
+            *told = syncs;
+            let from = msg.origin();
+            self.stats.messages_sent += 1;
+            self.link.send(server, ToServer::Expect { from, syncs })?;
+        }
         if let Some(array) = msg.changes() {
             self.mark_changed(array);
         }
@@ -349,7 +362,6 @@ impl<'a> Net<'a> {
                 key,
                 section,
             } => self.missing(array, key, section)?,
-            ToWorker::Synced { .. } => self.synced += 1,
             ToWorker::SnapshotKeys {
                 server,
                 array,
@@ -688,14 +700,16 @@ impl<'a> Net<'a> {
         Ok(())
     }
 
-    /// `sip_barrier` (SIAL-SPEC §7.6): wait until every server has applied this worker's
-    /// requests; meet the other workers, learning which arrays any of them changed; drop the
-    /// fetched copies of those arrays (and, past the budget kept, of others); start the next
-    /// section.
+    /// `sip_barrier` (SIAL-SPEC §7.6): tell every server this worker sent anything since its
+    /// last barrier that its section ends here (`Sync`, no reply); meet the other workers,
+    /// learning which arrays any of them changed and how many `Sync`s each server must apply
+    /// before it handles a request of the next section (`Expect`, sent ahead of this worker's
+    /// next request to it); drop the fetched copies of the changed arrays (and, past the
+    /// budget kept, of others); start the next section. A reply still on its way belongs to
+    /// the section before and is dropped when it comes.
     pub fn barrier(&mut self, line: u32) -> Result<()> {
         let started = Instant::now();
         self.send_all_sums()?;
-        self.synced = 0;
         let from = self.origin(line);
         for server in 0..self.claims.len() {
             let blocks = std::mem::take(&mut self.claims[server]);
@@ -704,20 +718,19 @@ impl<'a> Net<'a> {
             }
         }
         // A server this worker sent nothing since its last barrier has nothing of this
-        // worker's to apply or answer; the other workers sync with the servers they wrote to.
-        let mut asked = 0;
-        for server in 0..self.unsynced.len() {
+        // worker's to apply; the other workers sync with the servers they wrote to.
+        let mut syncs = vec![0; self.unsynced.len()];
+        for (server, sent) in syncs.iter_mut().enumerate() {
             if self.unsynced[server] {
                 self.send(server, ToServer::Sync { from })?;
                 self.unsynced[server] = false;
-                asked += 1;
+                *sent = 1;
             }
         }
-        // Replies to this worker's gets come before its `Synced`: what it fetched is here.
-        while self.synced < asked {
-            self.receive_one()?;
+        self.link.barrier_meet(&mut self.changed, &mut syncs)?;
+        for (expected, n) in self.expected.iter_mut().zip(syncs) {
+            *expected += n;
         }
-        self.link.barrier_or(&mut self.changed)?;
         let changed = &self.changed;
         let unchanged = |array: u32| {
             changed

@@ -107,10 +107,9 @@ pub(super) fn encode_reply(msg: ToWorker, batch: &mut Vec<u8>) -> Result<Vec<Arc
     let blocks: Vec<Arc<Block>> = match msg {
         ToWorker::Block { block, .. } => vec![block],
         ToWorker::Snapshot { blocks, .. } => blocks.into_iter().map(|(_, b)| b).collect(),
-        ToWorker::Missing { .. }
-        | ToWorker::Synced { .. }
-        | ToWorker::SnapshotKeys { .. }
-        | ToWorker::Ended { .. } => Vec::new(),
+        ToWorker::Missing { .. } | ToWorker::SnapshotKeys { .. } | ToWorker::Ended { .. } => {
+            Vec::new()
+        }
     };
     let bytes: usize = blocks.iter().map(|b| b.data.len() * 8).sum();
     if inline(bytes) {
@@ -132,10 +131,9 @@ pub(super) fn decode_reply<'b>(
     let blocks: Vec<&mut Arc<Block>> = match &mut msg {
         ToWorker::Block { block, .. } => vec![block],
         ToWorker::Snapshot { blocks, .. } => blocks.iter_mut().map(|(_, b)| b).collect(),
-        ToWorker::Missing { .. }
-        | ToWorker::Synced { .. }
-        | ToWorker::SnapshotKeys { .. }
-        | ToWorker::Ended { .. } => Vec::new(),
+        ToWorker::Missing { .. } | ToWorker::SnapshotKeys { .. } | ToWorker::Ended { .. } => {
+            Vec::new()
+        }
     };
     let mut buffers = Vec::with_capacity(blocks.len());
     for b in blocks {
@@ -222,6 +220,7 @@ mod tests {
             },
             ToServer::Delete { from, array: 5 },
             ToServer::Sync { from },
+            ToServer::Expect { from, syncs: 7 },
             ToServer::SetPersistent {
                 from,
                 array: 1,
@@ -280,7 +279,6 @@ mod tests {
                 section: 4,
                 block: block(3),
             },
-            ToWorker::Synced { server: 2 },
             ToWorker::Missing {
                 array: 2,
                 key: key(),
@@ -355,7 +353,11 @@ mod tests {
         let (mut batch, _) = alone(put(4));
         batch.pop();
         assert!(decode_request(&batch, &mut |_| {}).is_err());
-        let (mut batch, _) = alone_reply(ToWorker::Synced { server: 0 });
+        let (mut batch, _) = alone_reply(ToWorker::Missing {
+            array: 0,
+            key: key(),
+            section: 0,
+        });
         batch.extend([0u8; 8]);
         let (_, rest) = decode_reply(&batch, &mut |_| {}).expect("decodes");
         assert_eq!(rest.len(), 8);
@@ -422,7 +424,11 @@ mod tests {
                 block: block(1 + i as usize % 4, f64::from(i)),
             })
             .collect();
-        msgs.push(ToWorker::Synced { server: 0 });
+        msgs.push(ToWorker::Missing {
+            array: 3,
+            key: key(),
+            section: 2,
+        });
         msgs.push(ToWorker::Block {
             array: 9,
             key: key(),

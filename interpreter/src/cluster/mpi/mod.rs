@@ -119,20 +119,38 @@ impl WorkerLink for MpiWorker {
         wait_request(self.team.immediate_barrier());
         Ok(())
     }
-    fn barrier_or(&mut self, bits: &mut [u64]) -> Result<()> {
-        if bits.is_empty() {
+    fn barrier_meet(&mut self, bits: &mut [u64], counts: &mut [u64]) -> Result<()> {
+        if bits.is_empty() && counts.is_empty() {
             return self.barrier();
         }
         self.outbox.reap();
         self.requests.flush_all(&mut self.outbox)?;
-        let mine = bits.to_vec();
+        let (my_bits, my_counts) = (bits.to_vec(), counts.to_vec());
+        let team = &self.team;
         ::mpi::request::scope(|scope| {
-            wait_request(self.team.immediate_all_reduce_into(
-                scope,
-                &mine[..],
-                bits,
-                SystemOperation::bitwise_or(),
-            ));
+            // Both reductions are under way together: the barrier costs one meeting.
+            let or = (!bits.is_empty()).then(|| {
+                team.immediate_all_reduce_into(
+                    scope,
+                    &my_bits[..],
+                    bits,
+                    SystemOperation::bitwise_or(),
+                )
+            });
+            let sum = (!counts.is_empty()).then(|| {
+                team.immediate_all_reduce_into(
+                    scope,
+                    &my_counts[..],
+                    counts,
+                    SystemOperation::sum(),
+                )
+            });
+            if let Some(r) = or {
+                wait_request(r);
+            }
+            if let Some(r) = sum {
+                wait_request(r);
+            }
         });
         Ok(())
     }
@@ -179,8 +197,7 @@ impl ServerLink for MpiServer {
     fn recv(&mut self) -> Result<ToServer> {
         self.outbox.reap();
         if !self.requests.poll(&self.world) {
-            // Every request that arrived is handled: the replies go out before the wait (so a
-            // barrier's `Synced` leaves after everything that arrived before its `Sync`).
+            // Every request that arrived is handled: the replies go out before the wait.
             self.replies.flush_all(&mut self.outbox)?;
             self.requests.wait(&self.world);
         }

@@ -85,6 +85,47 @@ fn fold_meeting(all: &[Vec<f64>], bits: &mut [u64], counts: &mut [u64]) {
     }
 }
 
+/// Bits and counts as one vector of words whose element-wise sum over `workers`
+/// contributions gives the or of the bits and the sum of the counts ([`untally`]), so that
+/// one summing reduction does both: each bit gets a lane wide enough to count every worker.
+pub fn tally(bits: &[u64], counts: &[u64], workers: usize) -> Vec<u64> {
+    let (lane, per_word) = lanes(workers);
+    let mut out = vec![0; (bits.len() * 64).div_ceil(per_word)];
+    for (w, &word) in bits.iter().enumerate() {
+        let mut rest = word;
+        while rest != 0 {
+            let i = w * 64 + rest.trailing_zeros() as usize;
+            out[i / per_word] |= 1 << ((i % per_word) as u32 * lane);
+            rest &= rest - 1;
+        }
+    }
+    out.extend_from_slice(counts);
+    out
+}
+
+/// The or of the bits and the counts from a sum of [`tally`]s of the same lengths.
+pub fn untally(summed: &[u64], bits: &mut [u64], counts: &mut [u64], workers: usize) {
+    let (lane, per_word) = lanes(workers);
+    let mask = (1u64 << lane) - 1;
+    let words = (bits.len() * 64).div_ceil(per_word);
+    let (lanes, sums) = summed.split_at(words.min(summed.len()));
+    bits.fill(0);
+    for i in 0..(lanes.len() * per_word).min(bits.len() * 64) {
+        if (lanes[i / per_word] >> ((i % per_word) as u32 * lane)) & mask != 0 {
+            bits[i / 64] |= 1 << (i % 64);
+        }
+    }
+    for (c, s) in counts.iter_mut().zip(sums) {
+        *c = *s;
+    }
+}
+
+/// Bits per lane (enough to hold `workers`) and lanes per word.
+fn lanes(workers: usize) -> (u32, usize) {
+    let lane = (usize::BITS - workers.max(1).leading_zeros()).min(64);
+    (lane, (64 / lane) as usize)
+}
+
 /// A server's connection to the workers.
 pub trait ServerLink {
     /// This server's rank among the servers (0-based).
@@ -157,6 +198,50 @@ mod tests {
         assert_eq!(layout(2, 0), vec![w, w]);
         assert_eq!(role_of(&layout(3, 2), 3), (false, 2));
         assert_eq!(role_of(&layout(3, 2), 4), (true, 1));
+    }
+
+    #[test]
+    fn a_sum_of_tallies_is_the_or_of_the_bits_and_the_sum_of_the_counts() {
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for workers in [1, 2, 3, 4, 7, 8, 64, 1000, 65535, 65536] {
+            for words in [0, 1, 3] {
+                let contributions: Vec<(Vec<u64>, Vec<u64>)> = (0..workers.min(40))
+                    .map(|_| {
+                        // Sparse bits, as changed arrays are.
+                        let bits = (0..words).map(|_| next() & next() & next()).collect();
+                        (bits, vec![next() % 2, next() % 2])
+                    })
+                    .collect();
+                let mut summed = vec![0u64; 0];
+                for (b, c) in &contributions {
+                    let t = tally(b, c, workers);
+                    summed.resize(t.len(), 0);
+                    for (s, t) in summed.iter_mut().zip(t) {
+                        *s += t;
+                    }
+                }
+                let mut bits = vec![u64::MAX; words];
+                let mut counts = vec![0; 2];
+                untally(&summed, &mut bits, &mut counts, workers);
+                let or = (0..words)
+                    .map(|w| contributions.iter().fold(0, |a, (b, _)| a | b[w]))
+                    .collect::<Vec<_>>();
+                let sum = (0..2)
+                    .map(|i| contributions.iter().map(|(_, c)| c[i]).sum::<u64>())
+                    .collect::<Vec<_>>();
+                assert_eq!(
+                    (bits, counts),
+                    (or, sum),
+                    "{workers} workers, {words} words"
+                );
+            }
+        }
     }
 
     #[test]

@@ -125,33 +125,18 @@ impl WorkerLink for MpiWorker {
         }
         self.outbox.reap();
         self.requests.flush_all(&mut self.outbox)?;
-        let (my_bits, my_counts) = (bits.to_vec(), counts.to_vec());
-        let team = &self.team;
+        // One summing reduction does both (`tally`): the barrier costs one meeting.
+        let mine = super::tally(bits, counts, self.workers);
+        let mut all = vec![0; mine.len()];
         ::mpi::request::scope(|scope| {
-            // Both reductions are under way together: the barrier costs one meeting.
-            let or = (!bits.is_empty()).then(|| {
-                team.immediate_all_reduce_into(
-                    scope,
-                    &my_bits[..],
-                    bits,
-                    SystemOperation::bitwise_or(),
-                )
-            });
-            let sum = (!counts.is_empty()).then(|| {
-                team.immediate_all_reduce_into(
-                    scope,
-                    &my_counts[..],
-                    counts,
-                    SystemOperation::sum(),
-                )
-            });
-            if let Some(r) = or {
-                wait_request(r);
-            }
-            if let Some(r) = sum {
-                wait_request(r);
-            }
+            wait_request(self.team.immediate_all_reduce_into(
+                scope,
+                &mine[..],
+                &mut all[..],
+                SystemOperation::sum(),
+            ));
         });
+        super::untally(&all, bits, counts, self.workers);
         Ok(())
     }
     fn broadcast(&mut self, root: usize, data: Vec<f64>) -> Result<Vec<f64>> {

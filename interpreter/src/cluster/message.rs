@@ -148,8 +148,8 @@ impl ToServer {
         }
     }
 
-    /// Whether the server answers it. The worker waits for the answer, so a transport that
-    /// holds requests to send several together sends this one at once.
+    /// Whether the server answers it. The worker will wait for the answer, so it has the
+    /// transport send this one before it turns to other work (`WorkerLink::send_held`).
     pub fn has_reply(&self) -> bool {
         match self {
             ToServer::Get { .. }

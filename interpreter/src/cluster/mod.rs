@@ -21,10 +21,14 @@ pub trait WorkerLink {
     fn rank(&self) -> usize;
     fn workers(&self) -> usize;
     fn servers(&self) -> usize;
-    /// Sends a request to server `server` (0-based among the servers). A request without a
-    /// reply may be held to go with later ones, but never past this worker's next wait
-    /// (`recv`, `all_gather`, `broadcast`); requests to one server arrive in order.
+    /// Sends a request to server `server` (0-based among the servers). A request may be held
+    /// to go with later ones, but never past this worker's next wait (`recv`, `all_gather`,
+    /// `broadcast`) or [`WorkerLink::send_held`]; requests to one server arrive in order.
     fn send(&mut self, server: usize, msg: ToServer) -> Result<()>;
+    /// Sends the requests held (the worker turns to other work, which may take long).
+    fn send_held(&mut self) -> Result<()> {
+        Ok(())
+    }
     /// The next reply from any server; waits for it. Fails when the job is aborted.
     fn recv(&mut self) -> Result<ToWorker>;
     /// A reply that has already arrived, if any; does not wait.

@@ -250,6 +250,21 @@ impl<'a> Worker<'a> {
         }
     }
 
+    /// Whether requests held to go together (a loop of gets) must go before the instruction:
+    /// all but the jumps, loops, hints, int arithmetic and other requests, which take no time.
+    fn holds_no_request(op: &Op) -> bool {
+        use sial_bytecode::Class;
+        match op.class() {
+            Class::Control | Class::Hint | Class::Remote => false,
+            Class::Variables => !matches!(op, Op::AssignInt { .. }),
+            Class::Synchronise
+            | Class::Collective
+            | Class::Blocks
+            | Class::Persistence
+            | Class::Output => true,
+        }
+    }
+
     /// An instruction on the timeline, if it ran long enough.
     fn trace_instruction(&self, op: &Op, started: Instant) {
         let name = || match op {
@@ -299,6 +314,9 @@ impl<'a> Worker<'a> {
     /// Executes one instruction; returns the next pc, or `None` at the end of the program.
     fn step(&mut self, op: &Op, pc: usize) -> Result<Option<usize>> {
         let next = pc + 1;
+        if Self::holds_no_request(op) {
+            self.net.get_mut().send_held()?;
+        }
         if self.gpu.is_some() {
             self.before_step(pc)?;
         } else if let Some(fold) = self.through.step(self.program, pc) {

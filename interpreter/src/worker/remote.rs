@@ -131,6 +131,8 @@ pub(crate) struct Net<'a> {
     /// Per server: whether this worker sent it anything since its last barrier (only those
     /// servers can hold a request of this worker not yet applied).
     unsynced: Vec<bool>,
+    /// Whether the link may hold a request that has a reply ([`Net::send_held`]).
+    holds_reply: bool,
     /// Per server: the `Sync`s of every worker's sections so far (summed at the barriers),
     /// and how many of them this worker has told the server to wait for (`Expect`).
     expected: Vec<u64>,
@@ -183,6 +185,7 @@ impl<'a> Net<'a> {
             sites: Sites::new(program, prefetch),
             section: 0,
             unsynced: vec![false; servers],
+            holds_reply: false,
             expected: vec![0; servers],
             told: vec![0; servers],
             snapshot_keys: Vec::new(),
@@ -317,9 +320,19 @@ impl<'a> Net<'a> {
         if matches!(msg, ToServer::Put { .. }) {
             self.stats.put_messages += 1;
         }
+        self.holds_reply |= msg.has_reply();
         self.stats.messages_sent += 1;
         self.stats.bytes_sent += msg.payload_bytes() as u64;
         self.link.send(server, msg)
+    }
+
+    /// Sends the requests the link holds, where one of them has a reply: the worker turns to
+    /// work that may take long, and the reply should be on its way meanwhile.
+    pub fn send_held(&mut self) -> Result<()> {
+        if std::mem::take(&mut self.holds_reply) {
+            self.link.send_held()?;
+        }
+        Ok(())
     }
 
     /// Files every reply that has already arrived.

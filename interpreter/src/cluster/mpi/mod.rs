@@ -80,17 +80,20 @@ impl WorkerLink for MpiWorker {
     }
     fn send(&mut self, server: usize, msg: ToServer) -> Result<()> {
         self.outbox.reap();
-        // The worker will wait for the answer: the request goes now, with those held before it.
-        let now = msg.has_reply();
+        // A request with a reply waits only for the requests the worker makes right after it
+        // (a loop of gets): the worker sends what it holds before other work or a wait.
         let (dest, batch) = self.requests.of(server)?;
         let data = encode_request(msg, batch)?;
-        if now || data.is_some() || self.requests.full(server) {
+        if data.is_some() || self.requests.full(server) {
             self.requests.flush(server, &mut self.outbox)?;
         }
         if let Some(data) = data {
             self.outbox.post(dest, TO_SERVER, Held::Data(data))?;
         }
         Ok(())
+    }
+    fn send_held(&mut self) -> Result<()> {
+        self.requests.flush_all(&mut self.outbox)
     }
     fn recv(&mut self) -> Result<ToWorker> {
         self.outbox.reap();

@@ -252,7 +252,7 @@ impl<'a> Worker<'a> {
 
     /// Whether requests held to go together (a loop of gets) must go before the instruction:
     /// all but the jumps, loops, hints, int arithmetic and other requests, which take no time.
-    fn holds_no_request(op: &Op) -> bool {
+    fn sends_held_first(op: &Op) -> bool {
         use sial_bytecode::Class;
         match op.class() {
             Class::Control | Class::Hint | Class::Remote => false,
@@ -314,7 +314,7 @@ impl<'a> Worker<'a> {
     /// Executes one instruction; returns the next pc, or `None` at the end of the program.
     fn step(&mut self, op: &Op, pc: usize) -> Result<Option<usize>> {
         let next = pc + 1;
-        if Self::holds_no_request(op) {
+        if Self::sends_held_first(op) {
             self.net.get_mut().send_held()?;
         }
         if self.gpu.is_some() {
@@ -640,5 +640,33 @@ impl Remote for RefCell<Net<'_>> {
         keys: &[(BlockKey, usize)],
     ) -> Result<Vec<(BlockKey, std::sync::Arc<Block>)>> {
         self.borrow_mut().snapshot_blocks(array, keys)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A loop of gets leaves its requests held; the block work after it sends them first.
+    #[test]
+    fn requests_are_held_through_a_loop_of_gets_and_sent_before_block_work() {
+        let source = "sial p\nindex i = 1:4\ndistributed d[i]\ntemp t[i]\nscalar s\n\
+                      pardo i\n   get d[i]\nendpardo i\npardo i\n   get d[i]\n   t[i] = d[i]\n   \
+                      s += t[i] * t[i]\nendpardo i\nendsial p\n";
+        let program = crate::testutil::program(source);
+        let sends: Vec<(&str, bool)> = program
+            .code
+            .iter()
+            .map(|i| (i.op.name(), Worker::sends_held_first(&i.op)))
+            .collect();
+        // The first instruction that sends what is held comes after both loops of gets:
+        // the loops' steps and the gets themselves hold.
+        let first_send = sends.iter().position(|&(_, send)| send);
+        let last_get = sends.iter().rposition(|&(name, _)| name == "get");
+        assert!(
+            matches!((first_send, last_get), (Some(f), Some(g)) if f > g),
+            "{sends:?}"
+        );
+        assert_eq!(sends.iter().filter(|(name, _)| *name == "get").count(), 2);
     }
 }

@@ -132,6 +132,7 @@ impl<'a> Worker<'a> {
             env.options.prefetch,
             env.program_index,
             program.arrays.len(),
+            program.arrays.iter().any(|a| a.kind.is_remote()),
         ));
         let progress = Progress::new(env.options.progress.filter(|_| rank == 0));
         Ok(Worker {

@@ -172,6 +172,7 @@ impl<'a> Net<'a> {
         prefetch: PrefetchMode,
         program: u32,
         arrays: usize,
+        remote_arrays: bool,
     ) -> Net<'a> {
         let servers = link.servers();
         let keep_cap = if link.shares_blocks() {
@@ -186,7 +187,9 @@ impl<'a> Net<'a> {
             section: 0,
             unsynced: vec![false; servers],
             holds_reply: false,
-            expected: vec![0; servers],
+            // A program without distributed or served arrays sends no Sync: its barriers
+            // count none (and its workers meet in a bare barrier).
+            expected: vec![0; if remote_arrays { servers } else { 0 }],
             told: vec![0; servers],
             snapshot_keys: Vec::new(),
             snapshots: Vec::new(),
@@ -194,7 +197,14 @@ impl<'a> Net<'a> {
             stats: WorkerStats::default(),
             claims: vec![Vec::new(); servers],
             sums: Sums::default(),
-            changed: vec![0; arrays.div_ceil(64)],
+            changed: vec![
+                0;
+                if remote_arrays {
+                    arrays.div_ceil(64)
+                } else {
+                    0
+                }
+            ],
             keep_cap,
         }
     }
@@ -732,7 +742,7 @@ impl<'a> Net<'a> {
         }
         // A server this worker sent nothing since its last barrier has nothing of this
         // worker's to apply; the other workers sync with the servers they wrote to.
-        let mut syncs = vec![0; self.unsynced.len()];
+        let mut syncs = vec![0; self.expected.len()];
         for (server, sent) in syncs.iter_mut().enumerate() {
             if self.unsynced[server] {
                 self.send(server, ToServer::Sync { from })?;

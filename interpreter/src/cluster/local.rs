@@ -144,12 +144,17 @@ impl WorkerLink for LocalWorker {
         Ok(all.as_ref().clone())
     }
     fn barrier_meet(&mut self, bits: &mut [u64], counts: &mut [u64]) -> Result<()> {
+        if bits.is_empty() && counts.is_empty() {
+            return self.barrier();
+        }
         // Folded from the shared round, not from a copy of it.
-        let all =
-            self.fabric
-                .gather
-                .meet(self.rank, super::meeting(bits, counts), &self.fabric.abort)?;
-        super::fold_meeting(&all, bits, counts);
+        let workers = self.workers();
+        let mine = super::meeting(bits, counts, workers);
+        let all = self
+            .fabric
+            .gather
+            .meet(self.rank, mine, &self.fabric.abort)?;
+        super::fold_meeting(&all, bits, counts, workers);
         Ok(())
     }
     fn broadcast(&mut self, root: usize, data: Vec<f64>) -> Result<Vec<f64>> {

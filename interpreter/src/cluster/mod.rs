@@ -45,8 +45,9 @@ pub trait WorkerLink {
         if bits.is_empty() && counts.is_empty() {
             return self.barrier();
         }
-        let all = self.all_gather(meeting(bits, counts))?;
-        fold_meeting(&all, bits, counts);
+        let workers = self.workers();
+        let all = self.all_gather(meeting(bits, counts, workers))?;
+        fold_meeting(&all, bits, counts, workers);
         Ok(())
     }
     /// Worker `root`'s `data` on every worker.
@@ -66,27 +67,25 @@ pub trait WorkerLink {
     }
 }
 
-/// A worker's contribution to [`WorkerLink::barrier_meet`] through an all-gather: its bits,
-/// then its counts, each word as the bits of an `f64`.
-fn meeting(bits: &[u64], counts: &[u64]) -> Vec<f64> {
-    bits.iter()
-        .chain(counts)
-        .map(|&w| f64::from_bits(w))
+/// A worker's contribution to [`WorkerLink::barrier_meet`] through an all-gather: its
+/// [`tally`], each word as the bits of an `f64`.
+fn meeting(bits: &[u64], counts: &[u64], workers: usize) -> Vec<f64> {
+    tally(bits, counts, workers)
+        .into_iter()
+        .map(f64::from_bits)
         .collect()
 }
 
-/// Every worker's contribution ([`meeting`]) folded into `bits` (or) and `counts` (sum).
-fn fold_meeting(all: &[Vec<f64>], bits: &mut [u64], counts: &mut [u64]) {
-    counts.fill(0);
+/// Every worker's contribution ([`meeting`]) summed word by word into `bits` (or) and
+/// `counts` (sum), as a summing reduction would.
+fn fold_meeting(all: &[Vec<f64>], bits: &mut [u64], counts: &mut [u64], workers: usize) {
+    let mut summed = vec![0u64; all.first().map_or(0, Vec::len)];
     for theirs in all {
-        let (their_bits, their_counts) = theirs.split_at(bits.len().min(theirs.len()));
-        for (b, t) in bits.iter_mut().zip(their_bits) {
-            *b |= t.to_bits();
-        }
-        for (c, t) in counts.iter_mut().zip(their_counts) {
-            *c = c.wrapping_add(t.to_bits());
+        for (s, t) in summed.iter_mut().zip(theirs) {
+            *s = s.wrapping_add(t.to_bits());
         }
     }
+    untally(&summed, bits, counts, workers);
 }
 
 /// Bits and counts as one vector of words whose element-wise sum over `workers`

@@ -201,6 +201,7 @@ impl<'p> Server<'p> {
                 self.store.end_sections_before(from.section);
                 self.gate.synced();
             }
+            // Taken by the gate before the section checks (`apply`'s first lines).
             ToServer::Expect { .. } => {}
             ToServer::SetPersistent { array, label, .. } => self.marks.push((array, label)),
             ToServer::RestorePersistent {

@@ -252,18 +252,9 @@ impl<'a> Worker<'a> {
     }
 
     /// Whether requests held to go together (a loop of gets) must go before the instruction:
-    /// all but the jumps, loops, hints, int arithmetic and other requests, which take no time.
+    /// every instruction that may take long ([`Self::may_take_long`]) but other requests.
     fn sends_held_first(op: &Op) -> bool {
-        use sial_bytecode::Class;
-        match op.class() {
-            Class::Control | Class::Hint | Class::Remote => false,
-            Class::Variables => !matches!(op, Op::AssignInt { .. }),
-            Class::Synchronise
-            | Class::Collective
-            | Class::Blocks
-            | Class::Persistence
-            | Class::Output => true,
-        }
+        Self::may_take_long(op) && !matches!(op.class(), sial_bytecode::Class::Remote)
     }
 
     /// An instruction on the timeline, if it ran long enough.

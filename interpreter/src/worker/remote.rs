@@ -175,6 +175,13 @@ impl<'a> Net<'a> {
         remote_arrays: bool,
     ) -> Net<'a> {
         let servers = link.servers();
+        // A program without distributed or served arrays changes none and sends no `Sync`:
+        // its barriers count nothing (and its workers meet in a bare barrier).
+        let (changed, synced) = if remote_arrays {
+            (arrays.div_ceil(64), servers)
+        } else {
+            (0, 0)
+        };
         let keep_cap = if link.shares_blocks() {
             0
         } else {
@@ -187,24 +194,15 @@ impl<'a> Net<'a> {
             section: 0,
             unsynced: vec![false; servers],
             holds_reply: false,
-            // A program without distributed or served arrays sends no Sync: its barriers
-            // count none (and its workers meet in a bare barrier).
-            expected: vec![0; if remote_arrays { servers } else { 0 }],
-            told: vec![0; servers],
+            expected: vec![0; synced],
+            told: vec![0; synced],
             snapshot_keys: Vec::new(),
             snapshots: Vec::new(),
             ended: Vec::new(),
             stats: WorkerStats::default(),
             claims: vec![Vec::new(); servers],
             sums: Sums::default(),
-            changed: vec![
-                0;
-                if remote_arrays {
-                    arrays.div_ceil(64)
-                } else {
-                    0
-                }
-            ],
+            changed: vec![0; changed],
             keep_cap,
         }
     }

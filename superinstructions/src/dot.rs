@@ -8,8 +8,8 @@
 //! of dst is a sum of inner products of lane runs, `dst[f, g] = Σ_κ Σ_c near[c, f, κ] ·
 //! far[c, g, κ]`, with the other block copied so that the lane comes first in it too (a copy of
 //! the smaller block, or none where the lane has unit stride in both). The AVX-512 kernel keeps
-//! 4 × 5 elements of dst as 20 vector sums along the lane, for all of `κ`, and adds up each
-//! vector's lanes at the end. Sums run in another order than a GEMM's: results agree with it
+//! 5 × 5 (or 4 × 5) elements of dst as 25 (20) vector sums along the lane, for all of `κ`, and
+//! adds up each vector's lanes at the end. Sums run in another order than a GEMM's: results agree with it
 //! to rounding (tested against a naive loop to 1e-12 relative).
 
 use crate::batched::{Blocks, Copy, Dim};
@@ -17,8 +17,10 @@ use crate::error::KernelError;
 use crate::packed::{enabled, group_offsets, reach};
 use std::sync::OnceLock;
 
-/// Rows of dst (free labels of the in-place block) per kernel call.
-const ROWS: usize = 4;
+/// Rows of dst (free labels of the in-place block) per kernel call: [`ROWS`], or [`FEWER_ROWS`]
+/// where that computes fewer rows again (see [`tile_rows`]).
+const ROWS: usize = 5;
+const FEWER_ROWS: usize = 4;
 /// Most columns of dst (free labels of the other block) per kernel call.
 #[cfg(target_arch = "x86_64")]
 const COLS: usize = 5;
@@ -39,6 +41,8 @@ pub(crate) struct Dot {
     near_is_left: bool,
     /// Extent of the lane.
     lane: usize,
+    /// Rows of dst per kernel call ([`tile_rows`]).
+    rows: usize,
     /// Offsets in the near block of each index of its free labels, and of the summed labels
     /// but the lane.
     near_free: Vec<usize>,
@@ -54,12 +58,26 @@ pub(crate) struct Dot {
     lens: [usize; 3],
 }
 
+/// Rows per kernel call for `m` rows of dst: [`ROWS`] (five rows by five columns make 25 sums
+/// for 10 loads, four by five 20 for 9), unless the last call, overlapping the one before,
+/// would compute more rows again than with [`FEWER_ROWS`] (12 rows: three calls of four, or
+/// three of five). Every sum takes the same products in the same order either way: the choice
+/// changes no bits.
+fn tile_rows(m: usize) -> usize {
+    let computed = |r: usize| m.div_ceil(r) * r;
+    if m >= ROWS && computed(ROWS) <= computed(FEWER_ROWS) {
+        ROWS
+    } else {
+        FEWER_ROWS
+    }
+}
+
 impl Dot {
     /// The plan for blocks `b` (unit extents removed) with free groups `fl` (in left), `fr`
     /// (in right) and summed group `c`, where it was measured to win (docs/benchmarks.md,
     /// "Contractions as inner products"): AVX-512 present; long sums for the size of the
     /// result (`k ≥ 64` and `32 k ≥ m n`, for `m n ≤ 16384`), where a GEMM's copies of the
-    /// blocks cost more than its arithmetic; at least [`ROWS`] rows; and a summed label of
+    /// blocks cost more than its arithmetic; at least [`FEWER_ROWS`] rows; and a summed label of
     /// unit stride, at least one vector long, in one block.
     pub(crate) fn new(b: &Blocks<'_>, fl: &[Dim], fr: &[Dim], c: &[Dim]) -> Option<Dot> {
         const MAX_DST: usize = 1 << 14;
@@ -92,7 +110,8 @@ impl Dot {
                 .into_iter()
                 .find_map(|(is_left, near, far, f_near, f_far)| {
                     let lane = lane_of(near)?;
-                    (prod(f_near) >= ROWS).then_some((is_left, near, far, f_near, f_far, lane))
+                    (prod(f_near) >= FEWER_ROWS)
+                        .then_some((is_left, near, far, f_near, f_far, lane))
                 })?;
         let rest: Vec<Dim> = near
             .iter()
@@ -110,6 +129,7 @@ impl Dot {
         let plan = Dot {
             near_is_left,
             lane: lane.1,
+            rows: tile_rows(prod(f_near)),
             near_free: group_offsets(near, f_near),
             near_rest: group_offsets(near, &rest),
             far_copy,
@@ -199,24 +219,46 @@ impl Dot {
 
 #[cfg(target_arch = "x86_64")]
 mod avx512 {
-    use super::{COLS, Dot, LANES, ROWS};
+    use super::{COLS, Dot, FEWER_ROWS, LANES, ROWS};
     use std::arch::x86_64::{
         __m512d, _mm512_fmadd_pd, _mm512_loadu_pd, _mm512_maskz_loadu_pd, _mm512_reduce_add_pd,
         _mm512_setzero_pd,
     };
 
-    /// Every element of dst, [`ROWS`] × up to [`COLS`] per call of [`tile`]; the last rows
-    /// overlap the ones before where the rows are not a multiple of [`ROWS`] (the overlapped
-    /// elements are computed again and not written twice).
+    /// Every element of dst, `plan.rows` × up to [`COLS`] per call of [`tile`]; the last rows
+    /// overlap the ones before where the rows are not a multiple of `plan.rows` (the
+    /// overlapped elements are computed again and not written twice).
     ///
     /// # Safety
     /// AVX-512F must be available and `plan.check` must have passed for the buffers (see `fits`).
     #[target_feature(enable = "avx512f")]
     pub(super) unsafe fn run(plan: &Dot, blocks: (&[f64], &[f64]), dst: &mut [f64], beta: f64) {
+        // SAFETY: the caller's contract, passed on; `new` made plans of at least
+        // `FEWER_ROWS` rows, and of `ROWS` only where there are as many.
+        unsafe {
+            if plan.rows == ROWS {
+                rows::<ROWS>(plan, blocks, dst, beta);
+            } else {
+                rows::<FEWER_ROWS>(plan, blocks, dst, beta);
+            }
+        }
+    }
+
+    /// [`run`] with `R` rows per call.
+    ///
+    /// # Safety
+    /// As [`run`], and dst has at least `R` rows.
+    #[target_feature(enable = "avx512f")]
+    unsafe fn rows<const R: usize>(
+        plan: &Dot,
+        blocks: (&[f64], &[f64]),
+        dst: &mut [f64],
+        beta: f64,
+    ) {
         let (m, n) = (plan.near_free.len(), plan.far_free.len());
         let mut i0 = 0;
         while i0 < m {
-            let start = i0.min(m - ROWS);
+            let start = i0.min(m - R);
             let mut j0 = 0;
             while j0 < n {
                 let cols = COLS.min(n - j0);
@@ -228,16 +270,16 @@ mod avx512 {
                 // SAFETY: the caller's contract, passed on.
                 unsafe {
                     match cols {
-                        1 => tile::<1>(plan, blocks, dst, beta, at),
-                        2 => tile::<2>(plan, blocks, dst, beta, at),
-                        3 => tile::<3>(plan, blocks, dst, beta, at),
-                        4 => tile::<4>(plan, blocks, dst, beta, at),
-                        _ => tile::<COLS>(plan, blocks, dst, beta, at),
+                        1 => tile::<R, 1>(plan, blocks, dst, beta, at),
+                        2 => tile::<R, 2>(plan, blocks, dst, beta, at),
+                        3 => tile::<R, 3>(plan, blocks, dst, beta, at),
+                        4 => tile::<R, 4>(plan, blocks, dst, beta, at),
+                        _ => tile::<R, COLS>(plan, blocks, dst, beta, at),
                     }
                 }
                 j0 += cols;
             }
-            i0 += ROWS;
+            i0 += R;
         }
     }
 
@@ -260,13 +302,13 @@ mod avx512 {
     /// AVX-512F must be available and every run inside its block.
     #[target_feature(enable = "avx512f")]
     #[inline]
-    unsafe fn sweep<const C: usize>(
-        acc: [[__m512d; C]; ROWS],
+    unsafe fn sweep<const R: usize, const C: usize>(
+        acc: [[__m512d; C]; R],
         (near, far): (&[f64], &[f64]),
-        (a, b): ([usize; ROWS], [usize; C]),
+        (a, b): ([usize; R], [usize; C]),
         runs: (&[usize], &[usize]),
         lane: usize,
-    ) -> [[__m512d; C]; ROWS] {
+    ) -> [[__m512d; C]; R] {
         let full = lane / LANES * LANES;
         let tail = (1u8 << (lane - full)).wrapping_sub(1);
         // Reads through the blocks' own (shared, so not aliasing) references, and sums in a
@@ -280,26 +322,26 @@ mod avx512 {
             unsafe {
                 let mut x = 0;
                 while x < full {
-                    let mut av = [_mm512_setzero_pd(); ROWS];
-                    for r in 0..ROWS {
+                    let mut av = [_mm512_setzero_pd(); R];
+                    for r in 0..R {
                         av[r] = _mm512_loadu_pd(np.add(a[r] + nr + x));
                     }
                     for c in 0..C {
                         let bv = _mm512_loadu_pd(fp.add(b[c] + fr + x));
-                        for r in 0..ROWS {
+                        for r in 0..R {
                             sums[r][c] = _mm512_fmadd_pd(av[r], bv, sums[r][c]);
                         }
                     }
                     x += LANES;
                 }
                 if tail != 0 {
-                    let mut av = [_mm512_setzero_pd(); ROWS];
-                    for r in 0..ROWS {
+                    let mut av = [_mm512_setzero_pd(); R];
+                    for r in 0..R {
                         av[r] = _mm512_maskz_loadu_pd(tail, np.add(a[r] + nr + full));
                     }
                     for c in 0..C {
                         let bv = _mm512_maskz_loadu_pd(tail, fp.add(b[c] + fr + full));
-                        for r in 0..ROWS {
+                        for r in 0..R {
                             sums[r][c] = _mm512_fmadd_pd(av[r], bv, sums[r][c]);
                         }
                     }
@@ -309,22 +351,22 @@ mod avx512 {
         sums
     }
 
-    /// Rows `rows..rows + ROWS` by columns `cols..cols + C` of dst.
+    /// Rows `rows..rows + R` by columns `cols..cols + C` of dst.
     ///
     /// # Safety
     /// As [`run`].
     #[target_feature(enable = "avx512f")]
-    unsafe fn tile<const C: usize>(
+    unsafe fn tile<const R: usize, const C: usize>(
         plan: &Dot,
         blocks: (&[f64], &[f64]),
         dst: &mut [f64],
         beta: f64,
         at: Tile,
     ) {
-        let a: [usize; ROWS] = std::array::from_fn(|r| plan.near_free[at.rows + r]);
+        let a: [usize; R] = std::array::from_fn(|r| plan.near_free[at.rows + r]);
         let b: [usize; C] = std::array::from_fn(|c| plan.far_free[at.cols + c]);
         let runs = (&plan.near_rest[..], &plan.far_rest[..]);
-        let zero = [[_mm512_setzero_pd(); C]; ROWS];
+        let zero = [[_mm512_setzero_pd(); C]; R];
         // SAFETY: `check` and `fits` bound every run `offset..offset + lane` of the plan's offsets.
         let acc = unsafe { sweep(zero, blocks, (a, b), runs, plan.lane) };
         for (r, row) in acc.iter().enumerate().skip(at.fresh) {
@@ -402,6 +444,43 @@ mod tests {
         };
         check("ia=cidm*cadm", &odd);
         check("ai=cadm*dicm", &odd);
+    }
+
+    #[test]
+    fn five_rows_per_call_unless_four_compute_fewer_again() {
+        let rows: Vec<usize> = [4, 5, 8, 9, 10, 12, 19, 21, 24, 27, 40]
+            .iter()
+            .map(|&m| tile_rows(m))
+            .collect();
+        assert_eq!(rows, [4, 5, 4, 5, 5, 4, 5, 4, 4, 4, 5]);
+    }
+
+    /// Four or five rows per call: the same products in the same order for every sum.
+    #[test]
+    fn the_rows_per_call_change_no_bits() {
+        let odd = |c: char| match c {
+            'a' => 19,
+            'i' => 7,
+            'c' => 21,
+            _ => 3,
+        };
+        let case = Letters::new("ai=cadm*dicm", &odd);
+        let [fl, fr, c] = case.groups();
+        let Some(mut plan) = Dot::new(&case.blocks(), &fl, &fr, &c) else {
+            assert!(!available(), "no inner-product plan");
+            return;
+        };
+        let (lv, rv) = case.operands();
+        let mut scratch = [Vec::new(), Vec::new(), Vec::new()];
+        let mut results = Vec::new();
+        for rows in [FEWER_ROWS, ROWS] {
+            plan.rows = rows;
+            let mut got = case.start();
+            plan.execute(&mut got, (&lv, &rv), 0.5, &mut scratch)
+                .unwrap();
+            results.push(got.iter().map(|x| x.to_bits()).collect::<Vec<_>>());
+        }
+        assert_eq!(results[0], results[1]);
     }
 
     #[test]

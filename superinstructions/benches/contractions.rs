@@ -79,6 +79,12 @@ const SCALES: &[Scale] = &[
         virt: 9,
         ao: 14,
     },
+    Scale {
+        name: "benzene",
+        occ: 21,
+        virt: 24,
+        ao: 23,
+    },
     // Water/cc-pVTZ from `sial setup` (virtual segments 27 and 26, AO 30 and 28).
     Scale {
         name: "tz",

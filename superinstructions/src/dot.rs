@@ -43,6 +43,8 @@ pub(crate) struct Dot {
     lane: usize,
     /// Rows of dst per kernel call ([`tile_rows`]).
     rows: usize,
+    /// Pairs of runs per pass over dst ([`runs_per_pass`]).
+    pass: usize,
     /// Offsets in the near block of each index of its free labels, and of the summed labels
     /// but the lane.
     near_free: Vec<usize>,
@@ -71,6 +73,19 @@ fn tile_rows(m: usize) -> usize {
         FEWER_ROWS
     }
 }
+
+/// Pairs of runs per pass over every tile of dst: all of them where one pair's runs for every
+/// row and column (`lines` of `lane` elements) take at most [`PASS_BYTES`] for all pairs;
+/// else as many as fit there. Within a pass the far block's runs for every column stay in L2
+/// while each tile of rows reads them, instead of coming from L3 or memory once per tile of
+/// rows; each tile's sums are kept from one pass to the next.
+fn runs_per_pass(lane: usize, lines: usize, runs: usize) -> usize {
+    let per_run = (lane * lines * std::mem::size_of::<f64>()).max(1);
+    (PASS_BYTES / per_run).clamp(1, runs.max(1))
+}
+
+/// Bytes of runs per pass: half of a 1 MiB L2.
+const PASS_BYTES: usize = 512 << 10;
 
 impl Dot {
     /// The plan for blocks `b` (unit extents removed) with free groups `fl` (in left), `fr`
@@ -130,6 +145,7 @@ impl Dot {
             near_is_left,
             lane: lane.1,
             rows: tile_rows(prod(f_near)),
+            pass: runs_per_pass(lane.1, prod(f_near) + prod(f_far), prod(&rest)),
             near_free: group_offsets(near, f_near),
             near_rest: group_offsets(near, &rest),
             far_copy,
@@ -174,8 +190,9 @@ impl Dot {
         } else {
             (right, left)
         };
+        let [sums, _, copy] = scratch;
         let far = match &self.far_copy {
-            Some(c) => c.operand(far, &mut scratch[2])?,
+            Some(c) => c.operand(far, copy)?,
             None => far,
         };
         self.check(near, far, dst)?;
@@ -183,7 +200,7 @@ impl Dot {
         if crate::packed::vector_kernel() {
             // SAFETY: AVX-512 is present; `check` verified the buffers' lengths, inside which
             // every offset the kernel reads and writes lies (`fits`, when the plan was made).
-            unsafe { avx512::run(self, (near, far), dst, beta) };
+            unsafe { avx512::run(self, (near, far), dst, beta, sums) };
             return Ok(());
         }
         self.scalar(near, far, dst, beta);
@@ -222,29 +239,62 @@ mod avx512 {
     use super::{COLS, Dot, FEWER_ROWS, LANES, ROWS};
     use std::arch::x86_64::{
         __m512d, _mm512_fmadd_pd, _mm512_loadu_pd, _mm512_maskz_loadu_pd, _mm512_reduce_add_pd,
-        _mm512_setzero_pd,
+        _mm512_setzero_pd, _mm512_storeu_pd,
     };
 
     /// Every element of dst, `plan.rows` × up to [`COLS`] per call of [`tile`]; the last rows
     /// overlap the ones before where the rows are not a multiple of `plan.rows` (the
-    /// overlapped elements are computed again and not written twice).
+    /// overlapped elements are computed again and not written twice). The pairs of runs are
+    /// taken `plan.pass` at a time, each such pass over every tile; a tile's vector sums wait
+    /// in `sums` for the next pass, so every lane of a sum takes the same products in the same
+    /// order as in one pass.
     ///
     /// # Safety
     /// AVX-512F must be available and `plan.check` must have passed for the buffers (see `fits`).
     #[target_feature(enable = "avx512f")]
-    pub(super) unsafe fn run(plan: &Dot, blocks: (&[f64], &[f64]), dst: &mut [f64], beta: f64) {
-        // SAFETY: the caller's contract, passed on; `new` made plans of at least
-        // `FEWER_ROWS` rows, and of `ROWS` only where there are as many.
-        unsafe {
-            if plan.rows == ROWS {
-                rows::<ROWS>(plan, blocks, dst, beta);
-            } else {
-                rows::<FEWER_ROWS>(plan, blocks, dst, beta);
+    pub(super) unsafe fn run(
+        plan: &Dot,
+        blocks: (&[f64], &[f64]),
+        dst: &mut [f64],
+        beta: f64,
+        sums: &mut Vec<f64>,
+    ) {
+        let runs = plan.near_rest.len();
+        let kept = if plan.pass < runs {
+            // Calls of `R <= ROWS` rows cover fewer than `m + ROWS` rows.
+            let rows = plan.near_free.len() + ROWS;
+            crate::batched::sized(sums, rows * plan.far_free.len() * LANES)
+        } else {
+            &mut []
+        };
+        let mut k0 = 0;
+        while k0 < runs {
+            let k1 = (k0 + plan.pass).min(runs);
+            let pass = Pass {
+                runs: k0..k1,
+                last: k1 == runs,
+            };
+            // SAFETY: the caller's contract, passed on; `new` made plans of at least
+            // `FEWER_ROWS` rows, and of `ROWS` only where there are as many; `kept` holds a
+            // vector per element of every tile where there is more than one pass.
+            unsafe {
+                if plan.rows == ROWS {
+                    rows::<ROWS>(plan, blocks, dst, beta, (&pass, kept));
+                } else {
+                    rows::<FEWER_ROWS>(plan, blocks, dst, beta, (&pass, kept));
+                }
             }
+            k0 = k1;
         }
     }
 
-    /// [`run`] with `R` rows per call.
+    /// The pairs of runs of one pass, and whether it is the last.
+    struct Pass {
+        runs: std::ops::Range<usize>,
+        last: bool,
+    }
+
+    /// One pass of [`run`] with `R` rows per call.
     ///
     /// # Safety
     /// As [`run`], and dst has at least `R` rows.
@@ -254,6 +304,7 @@ mod avx512 {
         blocks: (&[f64], &[f64]),
         dst: &mut [f64],
         beta: f64,
+        pass: (&Pass, &mut [f64]),
     ) {
         let (m, n) = (plan.near_free.len(), plan.far_free.len());
         let mut i0 = 0;
@@ -266,15 +317,17 @@ mod avx512 {
                     rows: start,
                     fresh: i0 - start,
                     cols: j0,
+                    kept: (i0 * n + j0 * R) * LANES,
                 };
+                let pass = (pass.0, &mut *pass.1);
                 // SAFETY: the caller's contract, passed on.
                 unsafe {
                     match cols {
-                        1 => tile::<R, 1>(plan, blocks, dst, beta, at),
-                        2 => tile::<R, 2>(plan, blocks, dst, beta, at),
-                        3 => tile::<R, 3>(plan, blocks, dst, beta, at),
-                        4 => tile::<R, 4>(plan, blocks, dst, beta, at),
-                        _ => tile::<R, COLS>(plan, blocks, dst, beta, at),
+                        1 => tile::<R, 1>(plan, blocks, dst, beta, at, pass),
+                        2 => tile::<R, 2>(plan, blocks, dst, beta, at, pass),
+                        3 => tile::<R, 3>(plan, blocks, dst, beta, at, pass),
+                        4 => tile::<R, 4>(plan, blocks, dst, beta, at, pass),
+                        _ => tile::<R, COLS>(plan, blocks, dst, beta, at, pass),
                     }
                 }
                 j0 += cols;
@@ -283,13 +336,14 @@ mod avx512 {
         }
     }
 
-    /// Where a tile starts: its first row and column; the rows before `fresh` belong to an
-    /// earlier tile.
+    /// Where a tile starts: its first row and column, the rows before `fresh` belonging to an
+    /// earlier tile; and where its sums wait between passes (`R × C` vectors, row by row).
     #[derive(Clone, Copy)]
     struct Tile {
         rows: usize,
         fresh: usize,
         cols: usize,
+        kept: usize,
     }
 
     /// `acc[r][c]` plus the products of the lane runs at `a[r] + near` and `b[c] + far` for every
@@ -351,7 +405,7 @@ mod avx512 {
         sums
     }
 
-    /// Rows `rows..rows + R` by columns `cols..cols + C` of dst.
+    /// Rows `rows..rows + R` by columns `cols..cols + C` of dst, for the runs of one pass.
     ///
     /// # Safety
     /// As [`run`].
@@ -362,13 +416,41 @@ mod avx512 {
         dst: &mut [f64],
         beta: f64,
         at: Tile,
+        (pass, kept): (&Pass, &mut [f64]),
     ) {
         let a: [usize; R] = std::array::from_fn(|r| plan.near_free[at.rows + r]);
         let b: [usize; C] = std::array::from_fn(|c| plan.far_free[at.cols + c]);
-        let runs = (&plan.near_rest[..], &plan.far_rest[..]);
-        let zero = [[_mm512_setzero_pd(); C]; R];
+        let runs = (
+            &plan.near_rest[pass.runs.clone()],
+            &plan.far_rest[pass.runs.clone()],
+        );
+        // One pass keeps nothing (`kept` is empty then).
+        let kept = match kept.get_mut(at.kept..) {
+            Some(k) => k,
+            None => &mut [],
+        };
+        let at_kept = |r: usize, c: usize| (r * C + c) * LANES;
+        let acc = if pass.runs.start == 0 {
+            [[_mm512_setzero_pd(); C]; R]
+        } else {
+            // SAFETY: `run` sized `kept` for every tile's sums.
+            std::array::from_fn(|r| {
+                std::array::from_fn(|c| unsafe {
+                    _mm512_loadu_pd(kept[at_kept(r, c)..][..LANES].as_ptr())
+                })
+            })
+        };
         // SAFETY: `check` and `fits` bound every run `offset..offset + lane` of the plan's offsets.
-        let acc = unsafe { sweep(zero, blocks, (a, b), runs, plan.lane) };
+        let acc = unsafe { sweep(acc, blocks, (a, b), runs, plan.lane) };
+        if !pass.last {
+            for (r, row) in acc.iter().enumerate() {
+                for (c, v) in row.iter().enumerate() {
+                    // SAFETY: as above.
+                    unsafe { _mm512_storeu_pd(kept[at_kept(r, c)..][..LANES].as_mut_ptr(), *v) };
+                }
+            }
+            return;
+        }
         for (r, row) in acc.iter().enumerate().skip(at.fresh) {
             for (c, v) in row.iter().enumerate() {
                 let s = _mm512_reduce_add_pd(*v);
@@ -455,7 +537,8 @@ mod tests {
         assert_eq!(rows, [4, 5, 4, 5, 5, 4, 5, 4, 4, 4, 5]);
     }
 
-    /// Four or five rows per call: the same products in the same order for every sum.
+    /// Four or five rows per call, in one pass or several: the same products in the same
+    /// order for every sum.
     #[test]
     fn the_rows_per_call_change_no_bits() {
         let odd = |c: char| match c {
@@ -475,12 +558,24 @@ mod tests {
         let mut results = Vec::new();
         for rows in [FEWER_ROWS, ROWS] {
             plan.rows = rows;
-            let mut got = case.start();
-            plan.execute(&mut got, (&lv, &rv), 0.5, &mut scratch)
-                .unwrap();
-            results.push(got.iter().map(|x| x.to_bits()).collect::<Vec<_>>());
+            for pass in [1, 4, usize::MAX] {
+                plan.pass = pass;
+                let mut got = case.start();
+                plan.execute(&mut got, (&lv, &rv), 0.5, &mut scratch)
+                    .unwrap();
+                results.push(got.iter().map(|x| x.to_bits()).collect::<Vec<_>>());
+            }
         }
-        assert_eq!(results[0], results[1]);
+        assert!(results.iter().all(|r| *r == results[0]));
+    }
+
+    #[test]
+    fn passes_keep_the_runs_of_every_row_and_column_within_half_of_l2() {
+        // Water's `ai = cadm * dicm`: 95 pairs of runs of 19, 24 rows and columns: one pass.
+        assert_eq!(runs_per_pass(19, 24, 95), 95);
+        // Benzene's (occupied 21, virtual 24): 504 pairs of runs of 24 for 45 rows and
+        // columns, 60 (8,640 bytes each) per pass.
+        assert_eq!(runs_per_pass(24, 45, 504), 60);
     }
 
     #[test]

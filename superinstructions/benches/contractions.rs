@@ -3,8 +3,9 @@
 //! The patterns are those `rccsd_rhf` and `rccsdpt_aaa` (ACES4's CCSD and CCSD(T) programs)
 //! spend their contraction time in, taken from `sial run ... --profile` on the water/cc-pVDZ
 //! `sial setup` job (occupied 5, virtual 19, AO 24) and on ACES4's `ccsdpt_test.dat` (5, 9,
-//! 14), and at the segment sizes of a larger molecule (occupied 10, virtual and AO 40); see
-//! docs/benchmarks.md, "Contractions with permuted operands". The copies column ends in `P`
+//! 14), at the segment sizes of a larger molecule (occupied 10, virtual and AO 40) and of
+//! benzene/6-31G (21, 24, 23); see docs/benchmarks.md, "Contractions with permuted
+//! operands". The copies column ends in `P`
 //! where the plan runs the packed GEMM (`ContractionPlan::cpu_packed`); with
 //! `SIAL_NO_PACKED_GEMM=1` it never does, for side-by-side runs.
 //!
@@ -79,6 +80,7 @@ const SCALES: &[Scale] = &[
         virt: 9,
         ao: 14,
     },
+    // Benzene/6-31G from `sial setup` (occupied 21, virtual segments 18-27, AO 22-23).
     Scale {
         name: "benzene",
         occ: 21,

@@ -76,16 +76,21 @@ fn tile_rows(m: usize) -> usize {
 
 /// Pairs of runs per pass over every tile of dst: all of them where one pair's runs for every
 /// row and column (`lines` of `lane` elements) take at most [`PASS_BYTES`] for all pairs;
-/// else as many as fit there. Within a pass the far block's runs for every column stay in L2
-/// while each tile of rows reads them, instead of coming from L3 or memory once per tile of
-/// rows; each tile's sums are kept from one pass to the next.
+/// else as many as fit there, if that is at least [`MIN_PASS`]. Within a pass the far block's
+/// runs for every column stay in L2 while each tile of rows reads them, instead of coming from
+/// L3 or memory once per tile of rows; each tile's sums are kept from one pass to the next,
+/// which shorter passes pay more for than L2 saves (`rccsd_rhf:1507` at the bench's `large`
+/// scale, 8 pairs of runs per pass: 0.93×).
 fn runs_per_pass(lane: usize, lines: usize, runs: usize) -> usize {
     let per_run = (lane * lines * std::mem::size_of::<f64>()).max(1);
-    (PASS_BYTES / per_run).clamp(1, runs.max(1))
+    let fit = PASS_BYTES / per_run;
+    if fit >= MIN_PASS { fit.min(runs) } else { runs }
 }
 
 /// Bytes of runs per pass: half of a 1 MiB L2.
 const PASS_BYTES: usize = 512 << 10;
+/// Fewest pairs of runs per pass.
+const MIN_PASS: usize = 32;
 
 impl Dot {
     /// The plan for blocks `b` (unit extents removed) with free groups `fl` (in left), `fr`
@@ -576,6 +581,8 @@ mod tests {
         // Benzene's (occupied 21, virtual 24): 504 pairs of runs of 24 for 45 rows and
         // columns, 60 (8,640 bytes each) per pass.
         assert_eq!(runs_per_pass(24, 45, 504), 60);
+        // The bench's `large` `minj = amcn * aicj`: 8 pairs of runs of 40 would fit; one pass.
+        assert_eq!(runs_per_pass(40, 200, 40), 40);
     }
 
     #[test]

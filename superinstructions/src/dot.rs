@@ -9,8 +9,8 @@
 //! far[c, g, κ]`, with the other block copied so that the lane comes first in it too (a copy of
 //! the smaller block, or none where the lane has unit stride in both). The AVX-512 kernel keeps
 //! 5 × 5 (or 4 × 5) elements of dst as 25 (20) vector sums along the lane, for all of `κ`, and
-//! adds up each vector's lanes at the end. Sums run in another order than a GEMM's: results agree with it
-//! to rounding (tested against a naive loop to 1e-12 relative).
+//! adds up each vector's lanes at the end. Sums run in another order than a GEMM's: results
+//! agree with it to rounding (tested against a naive loop to 1e-12 relative).
 
 use crate::batched::{Blocks, Copy, Dim};
 use crate::error::KernelError;
@@ -274,7 +274,7 @@ mod avx512 {
         };
         let mut k0 = 0;
         while k0 < runs {
-            let k1 = (k0 + plan.pass).min(runs);
+            let k1 = k0.saturating_add(plan.pass).min(runs);
             let pass = Pass {
                 runs: k0..k1,
                 last: k1 == runs,

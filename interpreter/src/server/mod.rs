@@ -516,6 +516,11 @@ mod tests {
         }
     }
 
+    /// A program with one distributed array of two blocks, for requests from two workers.
+    fn one_distributed_array() -> Program {
+        crate::testutil::program("sial p\nindex i = 1:2\ndistributed a[i]\nendsial p\n")
+    }
+
     fn held(server: &mut Server, saved: &mut Saved) -> Option<Vec<f64>> {
         let mut got = None;
         let get = ToServer::Get {
@@ -543,8 +548,7 @@ mod tests {
     /// before, and its `Sync`, have arrived: the get waits for them and sees the put.
     #[test]
     fn a_get_after_a_barrier_waits_for_the_other_workers_section() {
-        let source = "sial p\nindex i = 1:2\ndistributed a[i]\nendsial p\n";
-        let program = crate::testutil::program(source);
+        let program = one_distributed_array();
         let mut server = Server::new(&program, 0, blocks::Spill::default());
         let mut saved = Saved::new();
         let from = |worker, section| Origin {
@@ -599,8 +603,7 @@ mod tests {
     /// the same `delete` arrives: the late copy removes nothing; the next `delete` acts again.
     #[test]
     fn a_late_copy_of_a_delete_keeps_newer_puts() {
-        let source = "sial p\nindex i = 1:2\ndistributed a[i]\nendsial p\n";
-        let program = crate::testutil::program(source);
+        let program = one_distributed_array();
         let mut server = Server::new(&program, 0, blocks::Spill::default());
         let mut saved = Saved::new();
         let from = |worker| Origin {

@@ -10,7 +10,9 @@
 //! to 4 × 5 vectors of dst in registers and adds, for every summed index, a vector of the row
 //! block times 5 broadcast elements of the other. Up to 4 rows past the last whole vector (the
 //! 3 past 16 of water's 19 virtual orbitals) take a half-width vector, whose FMAs cost half
-//! as much on cores that split 512-bit ones (Zen 4). Nothing is copied; every block is read and
+//! as much on cores that split 512-bit ones (Zen 4). Rows of two vectors or fewer (the test
+//! job's 9 virtual orbitals) take two batch indices per call, so that each broadcast element
+//! feeds the FMAs of both. Nothing is copied; every block is read and
 //! written where it lies, through offset tables. Where dst's first label does not lead the
 //! block it lies in, as in `abck = mbc * mak` (`rccsdpt_aaa:1493`), that block, if small
 //! (water's `mak` holds 475 elements), is first copied with the label leading, and is the row
@@ -242,6 +244,10 @@ mod avx512 {
     /// 3 rows past 16 of a 19-long label no longer take a whole vector of 8 lanes.
     const HALF: usize = 4;
 
+    /// Rows up to this many (two vectors, or one and a half) take the vectors of two batch
+    /// indices per tile, so that each broadcast element feeds twice as many FMAs.
+    const PAIRED_ROWS: usize = 2 * LANES;
+
     /// Every element of dst: for each batch index, the rows by up to [`VECTORS`] vectors (the
     /// last one masked where the rows are not a multiple of 8, and half-width where at most
     /// [`HALF`] rows are left for it) and, in one call for those rows, the columns by
@@ -263,7 +269,12 @@ mod avx512 {
         // The columns in groups of `COLS`, in one call, then the rest.
         let whole = n / COLS * COLS;
         let groups = [0..whole, whole..n];
-        for batch in 0..plan.row_batch.len() {
+        let batches = plan.row_batch.len();
+        // Rows of two vectors or fewer take two batch indices per tile where there are two.
+        let paired = plan.rows <= PAIRED_ROWS;
+        let mut batch = 0;
+        while batch < batches {
+            let b = if paired && batch + 1 < batches { 2 } else { 1 };
             let mut i0 = 0;
             while i0 < plan.rows {
                 let rows = (VECTORS * LANES).min(plan.rows - i0);
@@ -279,29 +290,37 @@ mod avx512 {
                         tail,
                     };
                     macro_rules! tiles {
-                        ($($v:literal $h:literal),*) => {
-                            match (full, usize::from(half), c) {
+                        ($($v:literal $h:literal $b:literal),*) => {
+                            match (full, usize::from(half), b, c) {
                                 $(
-                                    ($v, $h, 1) => tile::<$v, $h, 1>(plan, blocks, dst, beta, at),
-                                    ($v, $h, 2) => tile::<$v, $h, 2>(plan, blocks, dst, beta, at),
-                                    ($v, $h, 3) => tile::<$v, $h, 3>(plan, blocks, dst, beta, at),
-                                    ($v, $h, 4) => tile::<$v, $h, 4>(plan, blocks, dst, beta, at),
-                                    ($v, $h, _) => tile::<$v, $h, COLS>(plan, blocks, dst, beta, at),
+                                    ($v, $h, $b, 1) => tile::<$v, $h, 1, $b>(plan, blocks, dst, beta, at),
+                                    ($v, $h, $b, 2) => tile::<$v, $h, 2, $b>(plan, blocks, dst, beta, at),
+                                    ($v, $h, $b, 3) => tile::<$v, $h, 3, $b>(plan, blocks, dst, beta, at),
+                                    ($v, $h, $b, 4) => tile::<$v, $h, 4, $b>(plan, blocks, dst, beta, at),
+                                    ($v, $h, $b, _) => tile::<$v, $h, COLS, $b>(plan, blocks, dst, beta, at),
                                 )*
-                                _ => unreachable!("a tile has 1 to 4 vectors"),
+                                _ => unreachable!("a tile has 1 to 4 vectors, and two batch indices only where it has 2 or fewer"),
                             }
                         };
                     }
-                    // SAFETY: the caller's contract, passed on.
-                    unsafe { tiles!(1 0, 2 0, 3 0, 4 0, 0 1, 1 1, 2 1, 3 1) }
+                    // SAFETY: the caller's contract, passed on; two batch indices only where
+                    // `batch + 1` is one.
+                    unsafe {
+                        tiles!(
+                            1 0 1, 2 0 1, 3 0 1, 4 0 1, 0 1 1, 1 1 1, 2 1 1, 3 1 1,
+                            1 0 2, 2 0 2, 0 1 2, 1 1 2
+                        )
+                    }
                 }
                 i0 += rows;
             }
+            batch += b;
         }
     }
 
-    /// Where a tile lies: its batch index, first row and columns (a multiple of the tile's
-    /// width), and how many rows its last vector holds short of a whole one (0 if none).
+    /// Where a tile lies: its first batch index, first row and columns (a multiple of the
+    /// tile's width), and how many rows its last vector holds short of a whole one (0 if
+    /// none).
     #[derive(Clone)]
     struct At {
         batch: usize,
@@ -311,12 +330,12 @@ mod avx512 {
     }
 
     /// `V` full-width and `H` (0 or 1) half-width vectors of rows by the tile's columns, `C`
-    /// at a time, of dst, for one batch index.
+    /// at a time, of dst, for `B` batch indices from `at.batch` on.
     ///
     /// # Safety
-    /// As [`run`].
+    /// As [`run`], and the batch indices exist.
     #[target_feature(enable = "avx512f,avx512vl,fma")]
-    unsafe fn tile<const V: usize, const H: usize, const C: usize>(
+    unsafe fn tile<const V: usize, const H: usize, const C: usize, const B: usize>(
         plan: &Broadcast,
         blocks: (&[f64], &[f64]),
         dst: &mut [f64],
@@ -331,36 +350,40 @@ mod avx512 {
         // The masked vector is the half one where there is one, else the last full one.
         let masks: [u8; V] =
             std::array::from_fn(|v| if H == 0 && v + 1 == V { tail } else { u8::MAX });
-        let row = plan.row_batch[at.batch] + at.rows;
-        let base = plan.dst_batch[at.batch] + at.rows;
+        let row: [usize; B] = std::array::from_fn(|b| plan.row_batch[at.batch + b] + at.rows);
+        let base: [usize; B] = std::array::from_fn(|b| plan.dst_batch[at.batch + b] + at.rows);
         let cols = (&plan.other_cols[at.cols.clone()], &plan.dst_cols[at.cols]);
         let sums = (&plan.row_sum[..], &plan.other_sum[..]);
         // SAFETY: `check` and `fits` bound every row run and every element of the offsets.
         unsafe {
-            products::<V, H, C>(blocks, dst, (row, base, cols), sums, (masks, tail, beta));
+            products::<V, H, C, B>(blocks, dst, (row, base, cols), sums, (masks, tail, beta));
         }
     }
 
-    /// The tile's columns (`other_cols` in the other block, `dst_cols` in dst past `base`), `C`
-    /// at a time ([`group`]).
+    /// Offsets of a tile's columns in the other block and in dst.
+    type Columns<'a> = (&'a [usize], &'a [usize]);
+
+    /// The tile's columns (`other_cols` in the other block, `dst_cols` in dst past each
+    /// `base`), `C` at a time ([`group`]).
     ///
     /// # Safety
     /// AVX-512F and AVX-512VL must be available and every read and write inside its block.
     #[target_feature(enable = "avx512f,avx512vl,fma")]
     #[inline(never)]
-    unsafe fn products<const V: usize, const H: usize, const C: usize>(
+    unsafe fn products<const V: usize, const H: usize, const C: usize, const B: usize>(
         (rows, other): (&[f64], &[f64]),
         dst: &mut [f64],
-        (row, base, (other_cols, dst_cols)): (usize, usize, (&[usize], &[usize])),
+        (row, base, (other_cols, dst_cols)): ([usize; B], [usize; B], Columns<'_>),
         (row_sum, other_sum): (&[usize], &[usize]),
         (masks, tail, beta): ([u8; V], u8, f64),
     ) {
         for (oc, dc) in other_cols.chunks_exact(C).zip(dst_cols.chunks_exact(C)) {
             let cols: [usize; C] = std::array::from_fn(|c| oc[c]);
-            let out: [usize; C] = std::array::from_fn(|c| base + dc[c]);
+            let out: [[usize; C]; B] =
+                std::array::from_fn(|b| std::array::from_fn(|c| base[b] + dc[c]));
             // SAFETY: the caller's contract.
             unsafe {
-                group::<V, H, C>(
+                group::<V, H, C, B>(
                     (rows, other),
                     dst,
                     (row, cols, out),
@@ -371,73 +394,81 @@ mod avx512 {
         }
     }
 
-    /// `C` columns of [`products`]: their sums over every summed index, kept in registers,
-    /// then written to dst at `out` (the masks keep the last vector inside the rows). One
-    /// function that owns its sums from start to end, reading through shared references and
-    /// writing through the exclusive one: sums that outlive the loop in an array, or reads
-    /// through raw pointers from elsewhere, were kept in memory and stored after every FMA
-    /// (see `dot`).
+    /// `C` columns of [`products`] for `B` batch indices: their sums over every summed index,
+    /// kept in registers, then written to dst at `out` (the masks keep the last vector inside
+    /// the rows). Each broadcast element of the other block feeds the vectors of every batch
+    /// index. One function that owns its sums from start to end, reading through shared
+    /// references and writing through the exclusive one: sums that outlive the loop in an
+    /// array, or reads through raw pointers from elsewhere, were kept in memory and stored
+    /// after every FMA (see `dot`).
     ///
     /// # Safety
     /// As [`products`].
     #[target_feature(enable = "avx512f,avx512vl,fma")]
     #[inline]
-    unsafe fn group<const V: usize, const H: usize, const C: usize>(
+    unsafe fn group<const V: usize, const H: usize, const C: usize, const B: usize>(
         (rows, other): (&[f64], &[f64]),
         dst: &mut [f64],
-        (row, cols, out): (usize, [usize; C], [usize; C]),
+        (row, cols, out): ([usize; B], [usize; C], [[usize; C]; B]),
         (row_sum, other_sum): (&[usize], &[usize]),
         (masks, tail, beta): ([u8; V], u8, f64),
     ) {
-        let mut sums = [[_mm512_setzero_pd(); C]; V];
-        let mut halves = [[_mm256_setzero_pd(); C]; H];
+        let mut sums = [[[_mm512_setzero_pd(); C]; V]; B];
+        let mut halves = [[[_mm256_setzero_pd(); C]; H]; B];
         let (rp, op) = (rows.as_ptr(), other.as_ptr());
         for (&rs, &os) in row_sum.iter().zip(other_sum) {
             // SAFETY: the caller's contract.
             unsafe {
-                let p = rp.add(row + rs);
-                let av: [__m512d; V] =
-                    std::array::from_fn(|v| _mm512_maskz_loadu_pd(masks[v], p.add(v * LANES)));
-                let ah: [__m256d; H] =
-                    std::array::from_fn(|_| _mm256_maskz_loadu_pd(tail, p.add(V * LANES)));
+                let av: [[__m512d; V]; B] = std::array::from_fn(|b| {
+                    let p = rp.add(row[b] + rs);
+                    std::array::from_fn(|v| _mm512_maskz_loadu_pd(masks[v], p.add(v * LANES)))
+                });
+                let ah: [[__m256d; H]; B] = std::array::from_fn(|b| {
+                    let p = rp.add(row[b] + rs);
+                    std::array::from_fn(|_| _mm256_maskz_loadu_pd(tail, p.add(V * LANES)))
+                });
                 for c in 0..C {
                     let bv = _mm512_set1_pd(*op.add(os + cols[c]));
-                    for v in 0..V {
-                        sums[v][c] = _mm512_fmadd_pd(av[v], bv, sums[v][c]);
-                    }
-                    for h in 0..H {
-                        let bh = _mm512_castpd512_pd256(bv);
-                        halves[h][c] = _mm256_fmadd_pd(ah[h], bh, halves[h][c]);
+                    for b in 0..B {
+                        for v in 0..V {
+                            sums[b][v][c] = _mm512_fmadd_pd(av[b][v], bv, sums[b][v][c]);
+                        }
+                        for h in 0..H {
+                            let bh = _mm512_castpd512_pd256(bv);
+                            halves[b][h][c] = _mm256_fmadd_pd(ah[b][h], bh, halves[b][h][c]);
+                        }
                     }
                 }
             }
         }
         let dp = dst.as_mut_ptr();
-        for c in 0..C {
-            for v in 0..V {
-                // SAFETY: the caller's contract.
-                unsafe {
-                    let p = dp.add(out[c] + v * LANES);
-                    let s = if beta == 0.0 {
-                        sums[v][c]
-                    } else {
-                        let old = _mm512_maskz_loadu_pd(masks[v], p);
-                        _mm512_fmadd_pd(_mm512_set1_pd(beta), old, sums[v][c])
-                    };
-                    _mm512_mask_storeu_pd(p, masks[v], s);
+        for b in 0..B {
+            for c in 0..C {
+                for v in 0..V {
+                    // SAFETY: the caller's contract.
+                    unsafe {
+                        let p = dp.add(out[b][c] + v * LANES);
+                        let s = if beta == 0.0 {
+                            sums[b][v][c]
+                        } else {
+                            let old = _mm512_maskz_loadu_pd(masks[v], p);
+                            _mm512_fmadd_pd(_mm512_set1_pd(beta), old, sums[b][v][c])
+                        };
+                        _mm512_mask_storeu_pd(p, masks[v], s);
+                    }
                 }
-            }
-            for half in &halves {
-                // SAFETY: the caller's contract.
-                unsafe {
-                    let p = dp.add(out[c] + V * LANES);
-                    let s = if beta == 0.0 {
-                        half[c]
-                    } else {
-                        let old = _mm256_maskz_loadu_pd(tail, p);
-                        _mm256_fmadd_pd(_mm256_set1_pd(beta), old, half[c])
-                    };
-                    _mm256_mask_storeu_pd(p, tail, s);
+                for half in &halves[b] {
+                    // SAFETY: the caller's contract.
+                    unsafe {
+                        let p = dp.add(out[b][c] + V * LANES);
+                        let s = if beta == 0.0 {
+                            half[c]
+                        } else {
+                            let old = _mm256_maskz_loadu_pd(tail, p);
+                            _mm256_fmadd_pd(_mm256_set1_pd(beta), old, half[c])
+                        };
+                        _mm256_mask_storeu_pd(p, tail, s);
+                    }
                 }
             }
         }
@@ -511,9 +542,11 @@ mod tests {
         let test_job = |c: char| if "ijklmn".contains(c) { 5 } else { 9 };
         check("abck=mbc*mak", &test_job);
         // Rows of 8; 13 and 23 (a masked full-width last vector: 5 and 7 rows past the last
-        // whole one); 33 and 36 (a second tile of 1 and of 4 rows, a half-width vector
-        // alone); 40 (five whole vectors in two tiles). Water's 19 above end in a half one.
-        for a in [8, 13, 23, 33, 36, 40] {
+        // whole one); 16 (two whole vectors); 33 and 36 (a second tile of 1 and of 4 rows, a
+        // half-width vector alone); 40 (five whole vectors in two tiles). Water's 19 above end
+        // in a half one. Up to 16 rows the 3 batch indices go as a pair and one alone, as the
+        // test job's 9 rows with 9 batch indices above.
+        for a in [8, 13, 16, 23, 33, 36, 40] {
             check("abck=amc*mbk", &|c: char| if c == 'a' { a } else { 3 });
         }
     }

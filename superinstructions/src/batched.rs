@@ -494,17 +494,27 @@ mod tests {
 
     #[test]
     fn the_plan_batches_where_that_avoids_copies() -> Result<(), KernelError> {
-        // d[a,b,c,k] = l[a,b,e,k] * r[e,c] (rccsdpt_aaa:883 at water's extents): one GEMM per k.
-        let (d, l, r) = (
-            Shape::new(&[19, 19, 19, 5])?,
-            Shape::new(&[19, 19, 19, 5])?,
-            Shape::new(&[19, 19])?,
+        // d[a,b,c,k] = l[a,b,e,k] * r[e,c] (rccsdpt_aaa:883 at water's extents): one GEMM per
+        // k, on the blocks as stored, where a single GEMM would copy left and dst. (Contraction
+        // plans now take broadcast products for it.)
+        let dims = |labels: &[Label], ext: &[usize]| -> Vec<Dim> {
+            labels.iter().copied().zip(ext.iter().copied()).collect()
+        };
+        let ext = [19, 19, 19, 5];
+        let (dst, left, right) = (
+            dims(&[0, 1, 2, 3], &ext),
+            dims(&[0, 1, 4, 3], &ext),
+            dims(&[4, 2], &ext),
         );
-        let p =
-            crate::ContractionPlan::new((&[0, 1, 2, 3], &d), (&[0, 1, 4, 3], &l), (&[4, 2], &r))?;
-        assert_eq!(p.cpu_gemm_calls(), 5);
-        assert_eq!(p.cpu_permutes(), crate::Permutes::default());
-        assert!(p.permutes().left && p.permutes().dst);
+        let blocks = Blocks {
+            dst: &dst,
+            left: &left,
+            right: &right,
+        };
+        let (_, batched) =
+            plan(&blocks, f64::INFINITY)?.ok_or(KernelError::PlanMismatch { form: "batched" })?;
+        assert_eq!(batched.calls(), 5);
+        assert_eq!(batched.copies(), [false; 3]);
         Ok(())
     }
 

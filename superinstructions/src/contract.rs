@@ -133,13 +133,13 @@ enum Prep {
     Permute { from: Shape, to: Shape, perm: Perm },
 }
 
-/// Batched GEMMs from this many calls are replaced by broadcast products where those apply
-/// (docs/benchmarks.md, "Contractions as broadcast products").
-const MANY_CALLS: usize = 20;
-
 /// A GEMM in place whose result has fewer rows than this (faer's tallest kernel), all of them
 /// dst's first label, is replaced by broadcast products where those apply.
 const NARROW_ROWS: usize = 48;
+
+/// A GEMM in place that sums at most this many products into each element is replaced by
+/// broadcast products where those apply.
+const SHORT_SUM: usize = 32;
 
 /// How the GEMM result reaches dst.
 #[derive(Clone, Debug)]
@@ -280,7 +280,7 @@ impl ContractionPlan {
 
         // Layout only depends on dimensions with more than one element.
         let red = |v: &[Dim]| -> Vec<Dim> { v.iter().copied().filter(|d| d.1 != 1).collect() };
-        let (dd, ld, rd) = (red(&dd), red(&ld), red(&rd));
+        let [dd, ld, rd] = merge_adjacent([red(&dd), red(&ld), red(&rd)]);
         let only = |v: &[Dim], other: &[Dim]| -> Vec<Dim> {
             v.iter()
                 .copied()
@@ -378,19 +378,10 @@ impl ContractionPlan {
             // Short sums along dst's first label: vectors times broadcast elements, with no
             // copy and no GEMM call ("Contractions as broadcast products").
             let dot = || Dot::new(&blocks, fl, fr, c).map(|d| CpuForm::Dot(Box::new(d)));
-            // It replaces only the plans it was measured to beat: many small batched GEMMs,
-            // a single GEMM whose result must be permuted into dst, and, with its row block
-            // copied first, a few batched GEMMs (`abck = mbc * mak`: "Contractions as
-            // broadcast products: its row block copied").
-            let replaces = match &batched {
-                Some((_, b)) => b.calls() >= MANY_CALLS,
-                None => matches!(dst, DstPrep::Permute { .. }),
-            };
-            let broadcast = || {
-                Broadcast::new(&blocks, fl, fr, c)
-                    .filter(|b| replaces || b.copies_rows())
-                    .map(|b| CpuForm::Broadcast(Box::new(b)))
-            };
+            // Where it applies it beats a GEMM on copies and batched GEMMs, few or many, at
+            // every scale measured ("Contractions as broadcast products: labels merged").
+            let broadcast =
+                || Broadcast::new(&blocks, fl, fr, c).map(|b| CpuForm::Broadcast(Box::new(b)));
             match (packed, batched) {
                 (Some(p), _) => CpuForm::Packed(p),
                 (None, b) => dot().or_else(broadcast).unwrap_or_else(|| match b {
@@ -400,13 +391,13 @@ impl ContractionPlan {
             }
         } else {
             // A GEMM on the blocks in place whose result has fewer rows than faer's kernels are
-            // tall (48), all of them dst's first label, as `abck = ebck * ea` (`a` of 19 or 27
-            // rows): broadcast products, its row block copied first, ran 1.17–1.45× as fast
-            // ("Contractions as broadcast products: narrow results in place"). Where the rows
-            // merge several labels (`aibj = aicl * clbj`: 45 rows of 9 × 5), or are more, faer
-            // wins.
+            // tall (48), as `abck = ebck * ea` (`a` of 19 or 27 rows), or sums at most 32
+            // products into each element, as `abck = abe * eck` (`ab` of 361 rows by 95
+            // columns, 19 summed): broadcast products ran 1.06–1.45× as fast ("Contractions as
+            // broadcast products: narrow results in place", "... labels merged"). Longer sums
+            // into more rows are faer's (`abck = abe * eck` at 1600 × 400, 40 summed: 0.86×).
             let rows = if swapped { dims.n } else { dims.m };
-            (rows < NARROW_ROWS)
+            (rows < NARROW_ROWS || dims.k <= SHORT_SUM)
                 .then(|| Broadcast::new(&blocks, fl, fr, c))
                 .flatten()
                 .filter(|b| b.rows() == rows)
@@ -728,6 +719,38 @@ fn dot_slices(a: &[f64], b: &[f64]) -> f64 {
     acc.iter().sum::<f64>() + tail
 }
 
+/// Two labels that follow each other, in the same order, in both blocks they lie in, made one
+/// (the first's label, the product of their extents), until no such pair is left: the same
+/// elements at the same offsets, as fewer and longer dimensions. The forms that run along a
+/// block's first label then run along both (`abck = abek * ec`: rows `ab`, 81 long at the test
+/// job's extents, not `a`, 9).
+fn merge_adjacent(mut blocks: [Vec<Dim>; 3]) -> [Vec<Dim>; 3] {
+    let follows = |blocks: &[Vec<Dim>; 3], x: Label, y: Label| {
+        blocks
+            .iter()
+            .all(|t| match t.iter().position(|d| d.0 == x) {
+                Some(i) => t.get(i + 1).is_some_and(|d| d.0 == y),
+                None => t.iter().all(|d| d.0 != y),
+            })
+    };
+    loop {
+        let pair = blocks
+            .iter()
+            .flat_map(|t| t.windows(2))
+            .map(|w| (w[0].0, w[1].0))
+            .find(|&(x, y)| follows(&blocks, x, y));
+        let Some((x, _)) = pair else {
+            return blocks;
+        };
+        for t in &mut blocks {
+            if let Some(i) = t.iter().position(|d| d.0 == x) {
+                let (_, y) = t.remove(i + 1);
+                t[i].1 *= y;
+            }
+        }
+    }
+}
+
 fn dims_of(labels: &[Label], shape: &Shape) -> Vec<Dim> {
     labels
         .iter()
@@ -1045,27 +1068,61 @@ mod tests {
 
     #[test]
     fn narrow_results_in_place_take_broadcast_products() -> Result<(), KernelError> {
+        let bc = crate::broadcast::available();
         // rccsdpt_aaa:804, `abck = ebck * ea` at water's extents: a GEMM in place whose result
-        // has 19 rows goes to broadcast products, `ea` copied with `a` leading. rccsdpt_aaa:1116,
-        // `abck = abe * eck`: 361 rows (`a, b` merged), faer's GEMM in place.
+        // has 19 rows goes to broadcast products, `ea` copied with `a` leading.
         let v = |n: usize| vec![19; n];
         let (d, l, r) = ([A, B, C, K], [D, B, C, K], [D, A]);
         let ext = [19, 19, 19, 5];
         let p = plan(&d, &ext, &l, &ext, &r, &v(2))?;
         assert!(p.permutes() == Permutes::default());
-        assert_eq!(p.cpu_broadcast(), crate::broadcast::available());
+        assert_eq!(p.cpu_broadcast(), bc);
         check((&d, &ext), (&l, &ext), (&r, &v(2)), 12)?;
+        // rccsdpt_aaa:1116, `abck = abe * eck`: 361 rows (`a, b` merged) summing 19 products
+        // each take them too; 1600 rows summing 40 keep faer's GEMM in place.
         let (l, r) = ([A, B, D], [D, C, K]);
         let p = plan(&d, &ext, &l, &v(3), &r, &ext[1..])?;
-        assert!(!p.cpu_broadcast() && p.permutes() == Permutes::default());
+        assert!(p.permutes() == Permutes::default());
+        assert_eq!(p.cpu_broadcast(), bc);
         check((&d, &ext), (&l, &v(3)), (&r, &ext[1..]), 13)?;
-        // rccsd_rhf:1603, `aibj = aicl * clbj` at the test job's extents: 45 rows, but `a`
-        // alone is 9 of them.
+        let (big, long) = ([40, 40, 40, 10], vec![40; 3]);
+        let p = plan(&d, &big, &l, &long, &r, &big[1..])?;
+        assert!(!p.cpu_broadcast() && p.permutes() == Permutes::default());
+        // rccsd_rhf:1603, `aibj = aicl * clbj` at the test job's extents: 45 rows, `a, i`
+        // merged.
         let (d, l, r) = ([A, I, B, J], [A, I, C, L], [C, L, B, J]);
         let ext = [9, 5, 9, 5];
         let p = plan(&d, &ext, &l, &ext, &r, &ext)?;
-        assert!(!p.cpu_broadcast() && p.permutes() == Permutes::default());
+        assert!(p.permutes() == Permutes::default());
+        assert_eq!(p.cpu_broadcast(), bc);
         check((&d, &ext), (&l, &ext), (&r, &ext), 14)
+    }
+
+    #[test]
+    fn labels_that_follow_each_other_in_both_their_blocks_merge() {
+        // `abck = abek * ec`: `a, b` follow each other in dst and left; `c`, `k` and `e` stand
+        // alone. `ai = cadl * dicl`: nothing merges.
+        let dims = |labels: &[Label], ext: usize| -> Vec<Dim> {
+            labels.iter().map(|&l| (l, ext)).collect()
+        };
+        let [d, l, r] = merge_adjacent([
+            dims(&[A, B, C, K], 9),
+            dims(&[A, B, D, K], 9),
+            dims(&[D, C], 9),
+        ]);
+        assert_eq!(d, vec![(A, 81), (C, 9), (K, 9)]);
+        assert_eq!(l, vec![(A, 81), (D, 9), (K, 9)]);
+        assert_eq!(r, vec![(D, 9), (C, 9)]);
+        let blocks = [
+            dims(&[A, I], 9),
+            dims(&[C, A, D, L], 9),
+            dims(&[D, I, C, L], 9),
+        ];
+        assert_eq!(merge_adjacent(blocks.clone()), blocks);
+        // Three in a row, summed whole (`x = ijk * ijk`): one label of 125.
+        let [d, l, r] = merge_adjacent([vec![], dims(&[I, J, K], 5), dims(&[I, J, K], 5)]);
+        assert!(d.is_empty());
+        assert_eq!((l, r), (vec![(I, 125)], vec![(I, 125)]));
     }
 
     #[test]

@@ -13,8 +13,10 @@
 //! contiguous `m×k` and `k×n` matrices (`m, n, k` from [`ContractionPlan::gemm_dims`]),
 //! alternating batches of calls, and prints the medians and the ratio of the two rates.
 //!
-//! Run: `cargo bench -p sial-superinstructions --bench contractions [-- FILTER]`. The blocks
-//! are allocated by the `sial` binary's allocator (`line_aligned`), on cache lines.
+//! Run: `cargo bench -p sial-superinstructions --bench contractions [-- [--cold] FILTER]`. The
+//! blocks are allocated by the `sial` binary's allocator (`line_aligned`), on cache lines. With
+//! `--cold`, both sides take 16 sets of blocks in turn, so that their blocks come from L3 or
+//! memory rather than L2.
 
 use faer::linalg::matmul::matmul;
 use faer::{Accum, MatMut, MatRef, Par};
@@ -176,20 +178,37 @@ fn run_case(lines: &str, pattern: &str, scale: Scale) {
     )
     .expect("benchmark patterns are valid contractions");
     let [m, n, k] = plan.gemm_dims();
-    let (lv, rv) = (data(l.shape.len(), 1), data(r.shape.len(), 2));
-    let mut dv = vec![0.0; d.shape.len()];
-    let (a, b) = (data(m * k, 3), data(k * n, 4));
-    let mut c = vec![0.0; m * n];
+    // One set of blocks, or with `--cold` 16 sets taken in turn, so that each call finds its
+    // blocks in L3 or memory, as a job's freshly fetched or computed blocks often are.
+    let sets = if std::env::args().any(|a| a == "--cold") {
+        16
+    } else {
+        1
+    };
+    let each =
+        |len: usize, seed: usize| -> Vec<Vec<f64>> { (0..sets).map(|_| data(len, seed)).collect() };
+    let (lv, rv) = (each(l.shape.len(), 1), each(r.shape.len(), 2));
+    let mut dv = each(d.shape.len(), 0);
+    let (a, b) = (each(m * k, 3), each(k * n, 4));
+    let mut c = each(m * n, 0);
+    let (mut at, mut gat) = (0, 0);
     let mut contract = || {
-        plan.execute(black_box(&mut dv), black_box(&lv), black_box(&rv), 0.0)
-            .expect("buffers match the plan");
+        at = (at + 1) % sets;
+        plan.execute(
+            black_box(&mut dv[at]),
+            black_box(&lv[at]),
+            black_box(&rv[at]),
+            0.0,
+        )
+        .expect("buffers match the plan");
     };
     let mut gemm = || {
+        gat = (gat + 1) % sets;
         matmul(
-            MatMut::from_column_major_slice_mut(black_box(&mut c), m, n),
+            MatMut::from_column_major_slice_mut(black_box(&mut c[gat]), m, n),
             Accum::Replace,
-            MatRef::from_column_major_slice(black_box(&a), m, k),
-            MatRef::from_column_major_slice(black_box(&b), k, n),
+            MatRef::from_column_major_slice(black_box(&a[gat]), m, k),
+            MatRef::from_column_major_slice(black_box(&b[gat]), k, n),
             1.0,
             Par::Seq,
         );

@@ -139,6 +139,17 @@ impl Broadcast {
         self.row_copy.is_some()
     }
 
+    /// Whether dst stays in L2 while the kernel writes it: its rows make one tile (each
+    /// batch index's columns are written whole, one after the other), or it takes at most half
+    /// of a 1 MiB L2. Rows of several tiles write every column in pieces, one tile of rows
+    /// after the other; a larger dst not in the caches then costs more than faer's GEMM on it
+    /// (`abck = abe * eck` at water/cc-pVTZ's extents, 729 rows of `ab`, a 787 KB dst not in
+    /// the caches: 1.3× the GEMM's time; docs/benchmarks.md, "... labels merged").
+    pub(crate) fn dst_stays_in_l2(&self) -> bool {
+        const HALF_L2: usize = 512 << 10;
+        self.rows <= VECTORS * LANES || self.lens[2] * std::mem::size_of::<f64>() <= HALF_L2
+    }
+
     /// The extent of dst's first label, the rows of the vectors.
     pub(crate) fn rows(&self) -> usize {
         self.rows

@@ -137,6 +137,10 @@ enum Prep {
 /// dst's first label, is replaced by broadcast products where those apply.
 const NARROW_ROWS: usize = 48;
 
+/// Batched GEMMs from this many calls are replaced by broadcast products where those apply
+/// (docs/benchmarks.md, "Contractions as broadcast products").
+const MANY_CALLS: usize = 20;
+
 /// A GEMM in place that sums at most this many products into each element is replaced by
 /// broadcast products where those apply.
 const SHORT_SUM: usize = 32;
@@ -378,10 +382,21 @@ impl ContractionPlan {
             // Short sums along dst's first label: vectors times broadcast elements, with no
             // copy and no GEMM call ("Contractions as broadcast products").
             let dot = || Dot::new(&blocks, fl, fr, c).map(|d| CpuForm::Dot(Box::new(d)));
-            // Where it applies it beats a GEMM on copies and batched GEMMs, few or many, at
-            // every scale measured ("Contractions as broadcast products: labels merged").
-            let broadcast =
-                || Broadcast::new(&blocks, fl, fr, c).map(|b| CpuForm::Broadcast(Box::new(b)));
+            // It replaces the plans it was measured to beat: many small batched GEMMs, a
+            // single GEMM whose result must be permuted into dst, and, with its row block
+            // copied first, a few batched GEMMs (`abck = mbc * mak`: "Contractions as
+            // broadcast products: its row block copied"); and any other where dst stays in L2
+            // (`abck = abek * ec` at water's extents, 5 GEMMs: 1.07–1.13×; "... labels
+            // merged").
+            let replaces = match &batched {
+                Some((_, b)) => b.calls() >= MANY_CALLS,
+                None => matches!(dst, DstPrep::Permute { .. }),
+            };
+            let broadcast = || {
+                Broadcast::new(&blocks, fl, fr, c)
+                    .filter(|b| replaces || b.copies_rows() || b.dst_stays_in_l2())
+                    .map(|b| CpuForm::Broadcast(Box::new(b)))
+            };
             match (packed, batched) {
                 (Some(p), _) => CpuForm::Packed(p),
                 (None, b) => dot().or_else(broadcast).unwrap_or_else(|| match b {
@@ -392,15 +407,15 @@ impl ContractionPlan {
         } else {
             // A GEMM on the blocks in place whose result has fewer rows than faer's kernels are
             // tall (48), as `abck = ebck * ea` (`a` of 19 or 27 rows), or sums at most 32
-            // products into each element, as `abck = abe * eck` (`ab` of 361 rows by 95
-            // columns, 19 summed): broadcast products ran 1.06–1.45× as fast ("Contractions as
-            // broadcast products: narrow results in place", "... labels merged"). Longer sums
-            // into more rows are faer's (`abck = abe * eck` at 1600 × 400, 40 summed: 0.86×).
+            // products into each element of a dst that stays in L2, as `abck = abe * eck`
+            // (`ab` of 361 rows by 95 columns, 19 summed): broadcast products ran 1.12–1.45× as
+            // fast ("Contractions as broadcast products: narrow results in place", "... labels
+            // merged"). Longer sums into more rows are faer's (`abck = abe * eck` at 1600 ×
+            // 400, 40 summed: 0.86×), and so are larger results not in the caches.
             let rows = if swapped { dims.n } else { dims.m };
-            (rows < NARROW_ROWS || dims.k <= SHORT_SUM)
-                .then(|| Broadcast::new(&blocks, fl, fr, c))
-                .flatten()
+            Broadcast::new(&blocks, fl, fr, c)
                 .filter(|b| b.rows() == rows)
+                .filter(|b| rows < NARROW_ROWS || (dims.k <= SHORT_SUM && b.dst_stays_in_l2()))
                 .map_or(CpuForm::Single, |b| CpuForm::Broadcast(Box::new(b)))
         };
         Ok(ContractionPlan {
@@ -1079,15 +1094,20 @@ mod tests {
         assert_eq!(p.cpu_broadcast(), bc);
         check((&d, &ext), (&l, &ext), (&r, &v(2)), 12)?;
         // rccsdpt_aaa:1116, `abck = abe * eck`: 361 rows (`a, b` merged) summing 19 products
-        // each take them too; 1600 rows summing 40 keep faer's GEMM in place.
+        // each into a dst of 274 KB take them too; 729 rows summing 27 into 787 KB (cc-pVTZ),
+        // and 1600 rows summing 40, keep faer's GEMM in place.
         let (l, r) = ([A, B, D], [D, C, K]);
         let p = plan(&d, &ext, &l, &v(3), &r, &ext[1..])?;
         assert!(p.permutes() == Permutes::default());
         assert_eq!(p.cpu_broadcast(), bc);
         check((&d, &ext), (&l, &v(3)), (&r, &ext[1..]), 13)?;
-        let (big, long) = ([40, 40, 40, 10], vec![40; 3]);
-        let p = plan(&d, &big, &l, &long, &r, &big[1..])?;
-        assert!(!p.cpu_broadcast() && p.permutes() == Permutes::default());
+        for (big, long) in [
+            ([27, 27, 27, 5], vec![27; 3]),
+            ([40, 40, 40, 10], vec![40; 3]),
+        ] {
+            let p = plan(&d, &big, &l, &long, &r, &big[1..])?;
+            assert!(!p.cpu_broadcast() && p.permutes() == Permutes::default());
+        }
         // rccsd_rhf:1603, `aibj = aicl * clbj` at the test job's extents: 45 rows, `a, i`
         // merged.
         let (d, l, r) = ([A, I, B, J], [A, I, C, L], [C, L, B, J]);

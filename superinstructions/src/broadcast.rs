@@ -70,8 +70,8 @@ impl Broadcast {
     /// copied"), and is at least one vector long; and the other block is small enough to stay
     /// in L2 while every batch index and row tile reads it again, or read only once.
     pub(crate) fn new(b: &Blocks<'_>, fl: &[Dim], fr: &[Dim], c: &[Dim]) -> Option<Broadcast> {
-        // A quarter of this machine's L2 (docs/benchmarks.md, "... a larger other block").
-        const MAX_OTHER: usize = 1 << 15;
+        // Elements in a quarter of L2 (docs/benchmarks.md, "... a larger other block").
+        const MAX_OTHER: usize = crate::L2_BYTES / 4 / std::mem::size_of::<f64>();
         // A row block copied first stays within L1 (32 KiB).
         const MAX_ROW_COPY: usize = 1 << 12;
         let first = *b.dst.first()?;
@@ -141,13 +141,13 @@ impl Broadcast {
 
     /// Whether dst stays in L2 while the kernel writes it: its rows make one tile (each
     /// batch index's columns are written whole, one after the other), or it takes at most half
-    /// of a 1 MiB L2. Rows of several tiles write every column in pieces, one tile of rows
+    /// of L2. Rows of several tiles write every column in pieces, one tile of rows
     /// after the other; a larger dst not in the caches then costs more than faer's GEMM on it
     /// (`abck = abe * eck` at water/cc-pVTZ's extents, 729 rows of `ab`, a 787 KB dst not in
     /// the caches: 1.3× the GEMM's time; docs/benchmarks.md, "... labels merged").
     pub(crate) fn dst_stays_in_l2(&self) -> bool {
-        const HALF_L2: usize = 512 << 10;
-        self.rows <= VECTORS * LANES || self.lens[2] * std::mem::size_of::<f64>() <= HALF_L2
+        self.rows <= VECTORS * LANES
+            || self.lens[2] * std::mem::size_of::<f64>() <= crate::L2_BYTES / 2
     }
 
     /// The extent of dst's first label, the rows of the vectors.

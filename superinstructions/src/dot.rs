@@ -87,8 +87,8 @@ fn runs_per_pass(lane: usize, lines: usize, runs: usize) -> usize {
     if fit >= MIN_PASS { fit.min(runs) } else { runs }
 }
 
-/// Bytes of runs per pass: half of a 1 MiB L2.
-const PASS_BYTES: usize = 512 << 10;
+/// Bytes of runs per pass: half of L2.
+const PASS_BYTES: usize = crate::L2_BYTES / 2;
 /// Fewest pairs of runs per pass.
 const MIN_PASS: usize = 32;
 

@@ -34,7 +34,8 @@
 //!    apart: 512², 2048², `[3,0,2,1]` of 32⁴ and 48⁴), so that one set's few ways bound the
 //!    misses in flight, takes consecutive blocks from other sets: in a plane, four columns
 //!    of blocks at a time ([`tile`]); for planes of one block whose rows share a set on both
-//!    sides (the 8⁶ reversal), the batch and a second loop diagonally ([`diagonal_pair`]);
+//!    sides (the 8⁶ reversal), 8 × 8 of them staged along the loops that continue their rows on
+//!    each side and written as runs of 64 ([`RunTiles`]);
 //! 9. while it moves the planes of one step of the loops outside them in 8 × 8 blocks, fetches
 //!    the source lines of the next step into L2 ([`tile::Ahead`]): from memory, the plane's
 //!    rows are more streams than the hardware prefetchers follow.
@@ -326,13 +327,9 @@ fn run<S: Store>(dst: &mut [f64], src: &[f64], loops: &Loops, st: S, may_stream:
         // The next walk step's batch lies one step of the innermost loop further.
         let ahead = |rest: &[Loop]| Ahead(rest.first().map_or(0, |l| l.ss));
         if !cut.stream
-            && let Some((pair, others)) = diagonal_pair(a, b, batch, rest)
+            && let Some(runs) = RunTiles::of(a, b, outer)
         {
-            let ahead = ahead(others.as_slice());
-            for_each_offset(others.as_slice(), |doff, soff| {
-                let tile = Plane { a, b, doff, soff }.whole();
-                tile::transpose_pairs(dst, src, tile, (batch, pair, ahead), st);
-            });
+            runs.run(dst, src, st);
             return;
         }
         let ahead = ahead(rest);
@@ -514,6 +511,95 @@ impl Gather {
     }
 }
 
+/// Planes of one 8 × 8 block whose rows share one L1 set on both sides (the reversal of an
+/// 8⁶ block: rows 256 KiB apart in both arrays), where one loop continues the plane's
+/// destination rows (`along_dst`, a step of 8 elements there) and another its source rows
+/// (`along_src`, 8 elements in the source). Up to 8 steps of each are moved together: their
+/// 64 blocks are transposed into one buffer (32 KiB) and its rows written to the destination
+/// as runs of up to 64 elements ([`tile::transpose_runs`]), so that both arrays are read and
+/// written in runs of whole lines, where a plane alone reads and writes 8 lines 256 KiB apart
+/// on each side. Lines written 4 KiB apart run at half of memcpy in the caches, where lines
+/// read so cost nothing (docs/benchmarks.md, "Transposes in the caches: the stores bound
+/// them"). The 8⁶ reversal runs 1.3× as fast so in the caches as plane by plane (0.50 of
+/// memcpy against 0.40), and as fast from memory (docs/benchmarks.md, "Permutations: the 8⁶
+/// reversal in runs of 64").
+struct RunTiles {
+    a: Loop,
+    b: Loop,
+    along_dst: Loop,
+    along_src: Loop,
+    /// The loops outside, nearest in either array first.
+    rest: [Loop; MAX_RANK],
+    n_rest: usize,
+}
+
+/// Steps of [`RunTiles`]' two loops moved together: runs of 64 elements (8 lines).
+const RUN_STEPS: usize = 8;
+
+impl RunTiles {
+    fn of(a: Loop, b: Loop, outer: &[Loop]) -> Option<RunTiles> {
+        let one_block = a.n == 8 && b.n == 8 && tile::eight_wide(a.n, b.n);
+        let crowded = tile::one_set(a.ss) && tile::one_set(b.ds);
+        if !one_block || !crowded {
+            return None;
+        }
+        let i = outer.iter().position(|l| l.ds == a.n * a.ds)?;
+        let j = outer.iter().position(|l| l.ss == b.n * b.ss)?;
+        if i == j {
+            return None;
+        }
+        let mut rest = [Loop::default(); MAX_RANK];
+        let mut n_rest = 0;
+        for (k, &l) in outer.iter().enumerate() {
+            if k != i && k != j {
+                rest[n_rest] = l;
+                n_rest += 1;
+            }
+        }
+        rest[..n_rest].sort_by_key(|l| l.ds.min(l.ss));
+        Some(RunTiles {
+            a,
+            b,
+            along_dst: outer[i],
+            along_src: outer[j],
+            rest,
+            n_rest,
+        })
+    }
+
+    fn run<S: Store>(&self, dst: &mut [f64], src: &[f64], st: S) {
+        let RunTiles {
+            a,
+            b,
+            along_dst,
+            along_src,
+            ..
+        } = *self;
+        let mut buf = Scratch::new(a.n * RUN_STEPS * b.n * RUN_STEPS);
+        let buf = buf.get();
+        for_each_offset(&self.rest[..self.n_rest], |doff, soff| {
+            for p in (0..along_dst.n).step_by(RUN_STEPS) {
+                for q in (0..along_src.n).step_by(RUN_STEPS) {
+                    let block = Tile {
+                        d0: doff + p * along_dst.ds + q * along_src.ds,
+                        s0: soff + p * along_dst.ss + q * along_src.ss,
+                        na: a.n,
+                        nb: b.n,
+                        src_row: a.ss,
+                        dst_row: b.ds,
+                    };
+                    let steps = |l: Loop, at: usize| Loop {
+                        n: RUN_STEPS.min(l.n - at),
+                        ..l
+                    };
+                    let runs = (steps(along_dst, p), steps(along_src, q));
+                    tile::transpose_runs(dst, src, block, runs, buf, st);
+                }
+            }
+        });
+    }
+}
+
 /// A tile's scratch space, starting on a cache line: rows of a tile that straddle lines cost
 /// every other vector load and store twice.
 struct Scratch {
@@ -633,27 +719,6 @@ fn in_eights(a: Loop, b: Loop, cut: &Cut) -> bool {
     let (across, along) = cut.tiles;
     let long_and_thin = across.min(along) <= NARROW && across.max(along) > TILE;
     !long_and_thin && tile::eight_wide(a.n, b.n)
-}
-
-/// For planes of one 8 × 8 block whose rows share one L1 set on both sides (each step of the
-/// 8⁶ reversal's loops is a multiple of 64 bytes), where the batch loop moves only one side's
-/// lines to other sets: the first loop of `rest` that, stepped together with the batch,
-/// moves both, and the loops left. The batch and that loop are then walked diagonally
-/// ([`tile::transpose_pairs`]), so that consecutive blocks miss in other sets on both sides:
-/// the 8⁶ reversal ran 1.5× as fast so (docs/benchmarks.md, "Permutations: rows that share an
-/// L1 set").
-fn diagonal_pair(a: Loop, b: Loop, batch: Loop, rest: &[Loop]) -> Option<(Loop, Loops)> {
-    let one_block = a.n == 8 && b.n == 8 && tile::eight_wide(a.n, b.n);
-    let crowded = tile::one_set(a.ss) && tile::one_set(b.ds);
-    // Whether a step moves both sides' lines to other sets.
-    let moves_both = |ds: usize, ss: usize| !tile::one_set(ds) && !tile::one_set(ss);
-    if !one_block || !crowded || moves_both(batch.ds, batch.ss) {
-        return None;
-    }
-    let i = rest
-        .iter()
-        .position(|p| moves_both(batch.ds + p.ds, batch.ss + p.ss))?;
-    Some((rest[i], Loops::except(rest, &[i])))
 }
 
 /// Rows per L1 set past which a narrow or mirror cut's short side evicts its own lines, and
@@ -963,34 +1028,52 @@ mod tests {
         Ok(())
     }
 
-    /// The 8⁶ reversal's planes of one 8 × 8 block, whose rows share one L1 set on both sides,
-    /// walk the batch loop (the destination's second dimension) diagonally with the first that,
-    /// stepped with it, moves both sides to other sets (the destination's fourth: with the
-    /// third, the source would step 32 + 4 KiB, again a multiple of 4 KiB); a batch that
-    /// moves both sides itself, or rows in several sets, keep the plain order. Every form
-    /// gives the naive loop's block.
+    /// Planes of one 8 × 8 block whose rows share one L1 set on both sides, continued by one
+    /// loop in each array, move in runs of up to 64 ([`RunTiles`]): the 8⁶ reversal, and
+    /// reversals whose continuing loops end in a part of 8 steps (12, 20) or take several
+    /// (16). Copies and accumulates give the naive loop's block, bit for bit.
     #[test]
-    fn diagonal_pairs() -> Result<(), KernelError> {
+    fn planes_of_one_block_move_in_runs() -> Result<(), KernelError> {
         let (a, b, outer) = plane_in(&[8; 6], &[5, 4, 3, 2, 1, 0])?;
-        let pair = diagonal_pair(a, b, outer[0], &outer[1..]);
-        let expect = tile::eight_wide(8, 8).then_some((
-            Loop {
-                n: 8,
-                ds: 512,
-                ss: 64,
-            },
-            vec![outer[1], outer[3]],
-        ));
-        assert_eq!(pair.map(|(p, rest)| (p, rest.as_slice().to_vec())), expect);
-        check_one(&[8; 6], &[5, 4, 3, 2, 1, 0], 3000)?;
-        // [3,4,5,0,1,2] merges into a 512 × 512 transpose (whose source rows share a set: the
-        // 8 × 8 kernel takes four columns of blocks at a time); the swap of the first two
-        // dimensions has a batch that moves both sides.
-        let (a, b, outer) = plane_in(&[8; 6], &[1, 0, 2, 3, 4, 5])?;
-        assert!(diagonal_pair(a, b, outer[0], &outer[1..]).is_none());
-        // 9⁶: rows in many sets.
+        let runs = RunTiles::of(a, b, &outer);
+        assert_eq!(runs.is_some(), tile::eight_wide(8, 8));
+        if let Some(r) = runs {
+            assert_eq!((r.along_dst.ds, r.along_dst.ss), (8, 4096));
+            assert_eq!((r.along_src.ds, r.along_src.ss), (4096, 8));
+            assert_eq!(r.n_rest, 2);
+        }
+        for (i, ext) in [
+            [8usize; 6],
+            [8, 12, 8, 8, 12, 8],
+            [8, 16, 8, 8, 20, 8],
+            [8, 20, 8, 16, 8, 8],
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let (a, b, outer) = plane_in(&ext, &[5, 4, 3, 2, 1, 0])?;
+            assert_eq!(
+                RunTiles::of(a, b, &outer).is_some(),
+                tile::eight_wide(8, 8),
+                "{ext:?}"
+            );
+            check_one(&ext, &[5, 4, 3, 2, 1, 0], 3100 + i as u64)?;
+        }
+        // Rows in many sets (9⁶), and a plane that is not one block (16⁴): other paths.
         let (a, b, outer) = plane_in(&[9; 6], &[5, 4, 3, 2, 1, 0])?;
-        assert!(diagonal_pair(a, b, outer[0], &outer[1..]).is_none());
+        assert!(RunTiles::of(a, b, &outer).is_none());
+        let (a, b, outer) = plane_in(&[16; 4], &[3, 2, 1, 0])?;
+        assert!(RunTiles::of(a, b, &outer).is_none());
+        Ok(())
+    }
+
+    /// Planes whose source rows share one L1 set, moved in squares of 8 × 8 blocks, give the
+    /// naive loop's block; the swap of an 8⁶ block's first two dimensions, whose plane is
+    /// continued by the same loop in both arrays, does not move in runs.
+    #[test]
+    fn crowded_planes() -> Result<(), KernelError> {
+        let (a, b, outer) = plane_in(&[8; 6], &[1, 0, 2, 3, 4, 5])?;
+        assert!(RunTiles::of(a, b, &outer).is_none());
         for (i, (ext, perm)) in [
             (&[8usize; 6][..], &[3usize, 4, 5, 0, 1, 2][..]),
             (&[512, 1024], &[1, 0]),

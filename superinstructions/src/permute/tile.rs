@@ -168,47 +168,57 @@ const SET_PERIOD: usize = 512;
 /// Whether rows `row` elements apart all fall into one L1 set (and so whether a step of `row`
 /// elements stays in its set): the 8 rows an 8 × 8 block reads or writes then share one set,
 /// and the misses one set can have in flight (its ways) bound the kernel unless consecutive
-/// blocks use other sets ([`transpose_pairs`], and the AVX-512 kernel's order for tiles whose
+/// blocks use other sets ([`transpose_runs`], and the AVX-512 kernel's order for tiles whose
 /// source rows share a set).
 pub(super) fn one_set(row: usize) -> bool {
     row.is_multiple_of(SET_PERIOD)
 }
 
-/// [`transpose_batch`] of the `batch.n × pair.n` tiles moved by `r` steps of `batch` and `q`
-/// of `pair`, taken diagonally (`q = (r + d) mod pair.n` for `d`, then `r`), so that where
-/// each step alone leaves one side's rows in their L1 set but the two together move both,
-/// consecutive tiles read and write other sets. For planes of one 8 × 8 block whose rows
-/// share one set on both sides (the reversal of an 8⁶ block); `permute::diagonal_pair` picks
-/// `pair`.
-pub(super) fn transpose_pairs<S: Store>(
+/// The 8 × 8 blocks `tile` moved `p < along_dst.n` steps along `along_dst` and `q <
+/// along_src.n` along `along_src`, where `along_dst` continues the blocks' destination rows
+/// (`along_dst.ds == 8`) and `along_src` their source rows (`along_src.ss == 8`): the blocks
+/// are transposed into `buf` (row `8q + k` holds destination row `k` of the blocks `(·, q)`,
+/// `8 · along_dst.n` elements long), then each row of `buf` goes to the destination as one
+/// run, so that both arrays are read and written in runs of whole lines (`permute::RunTiles`).
+/// `buf` holds at least `64 · along_dst.n · along_src.n` elements. An accumulate multiplies
+/// and then adds, as the other kernels do: the same bits.
+pub(super) fn transpose_runs<S: Store>(
     dst: &mut [f64],
     src: &[f64],
     tile: Tile,
-    (batch, pair, ahead): (Loop, Loop, Ahead),
+    (along_dst, along_src): (Loop, Loop),
+    buf: &mut [f64],
     st: S,
 ) {
     #[cfg(target_arch = "x86_64")]
-    if let Some(last) = pair.n.checked_sub(1) {
-        let corner = tile.along(pair, last);
-        // Offsets grow with `r` and `q`: the first and the last batch inside means all are.
-        if eight_wide(tile.na, tile.nb)
-            && tile.batch_inside(batch, dst.len(), src.len())
-            && corner.batch_inside(batch, dst.len(), src.len())
+    if let (Some(pl), Some(ql)) = (along_dst.n.checked_sub(1), along_src.n.checked_sub(1)) {
+        let corner = tile.along(along_dst, pl).along(along_src, ql);
+        // Offsets grow with `p` and `q`: the first and the last block inside means all are.
+        let inside = tile.inside(dst.len(), src.len()) && corner.inside(dst.len(), src.len());
+        if (tile.na, tile.nb, along_dst.ds, along_src.ss) == (8, 8, 8, 8)
+            && eight_wide(tile.na, tile.nb)
+            && inside
+            && buf.len() >= 64 * along_dst.n * along_src.n
         {
             let (d, s) = (dst.as_mut_ptr(), src.as_ptr());
-            // SAFETY: AVX-512F is present (`eight_wide`), every tile lies inside the buffers
-            // (above), and `dst` and `src` are distinct borrows.
+            let runs = (along_dst, along_src);
+            // SAFETY: AVX-512F is present (`eight_wide`), every block lies inside the
+            // buffers and `buf` holds the staged rows (above); `dst`, `src` and `buf` are
+            // distinct borrows.
             unsafe {
                 match st.alpha() {
-                    None => avx512::transpose_pairs::<false>(d, s, tile, (batch, pair, ahead), 0.0),
-                    Some(a) => avx512::transpose_pairs::<true>(d, s, tile, (batch, pair, ahead), a),
+                    None => avx512::transpose_runs::<false>(d, s, tile, runs, buf, 0.0),
+                    Some(a) => avx512::transpose_runs::<true>(d, s, tile, runs, buf, a),
                 }
             }
             return;
         }
     }
-    for q in 0..pair.n {
-        transpose_batch(dst, src, tile.along(pair, q), (batch, ahead), st);
+    let _ = buf;
+    for p in 0..along_dst.n {
+        for q in 0..along_src.n {
+            transpose(dst, src, tile.along(along_dst, p).along(along_src, q), st);
+        }
     }
 }
 
@@ -450,24 +460,56 @@ mod avx512 {
         }
     }
 
-    /// [`super::transpose_pairs`] with 8 × 8 blocks.
+    /// [`super::transpose_runs`] with 8 × 8 blocks.
     ///
     /// # Safety
-    /// AVX-512F must be available and every tile of every batch in bounds of `dst` and `src`.
+    /// AVX-512F must be available, every block in bounds of `dst` and `src`, and `buf` at
+    /// least `64 · along_dst.n · along_src.n` elements long.
     #[target_feature(enable = "avx512f")]
-    pub(super) unsafe fn transpose_pairs<const ADD: bool>(
+    pub(super) unsafe fn transpose_runs<const ADD: bool>(
         dst: *mut f64,
         src: *const f64,
         t: Tile,
-        (batch, pair, ahead): (Loop, Loop, Ahead),
+        (along_dst, along_src): (Loop, Loop),
+        buf: &mut [f64],
         alpha: f64,
     ) {
-        for d in 0..pair.n {
-            for r in 0..batch.n {
-                let q = (r + d) % pair.n;
-                let t = t.along(batch, r).along(pair, q);
-                // SAFETY: the caller's contract, for tile `(r, q)`.
-                unsafe { transpose::<ADD, false>(dst, src, t, alpha, ahead) };
+        let run = 8 * along_dst.n;
+        let staged = buf.as_mut_ptr();
+        let unused = _mm512_set1_pd(0.0);
+        // Source rows are read on, a line per step of `along_src`, before the next step of
+        // `along_dst`.
+        for p in 0..along_dst.n {
+            for q in 0..along_src.n {
+                let s = t.along(along_dst, p).along(along_src, q).s0;
+                // SAFETY: block `(p, q)` is in bounds of `src` (the caller's contract), and
+                // rows `8q..8q + 8`, columns `8p..8p + 8` of the staged rows in `buf`.
+                unsafe {
+                    let b = staged.add(8 * q * run + 8 * p);
+                    block::<false, false>(b, run, (src.add(s), t.src_row, Ahead(0)), unused);
+                }
+            }
+        }
+        let a = _mm512_set1_pd(alpha);
+        for q in 0..along_src.n {
+            for k in 0..8 {
+                // SAFETY: the run is the destination rows `k` of the blocks `(·, q)`, in bounds
+                // (the caller's contract), and row `8q + k` of the staged rows.
+                unsafe {
+                    let d = dst.add(t.d0 + q * along_src.ds + k * t.dst_row);
+                    let s = staged.add((8 * q + k) * run);
+                    for j in (0..run).step_by(8) {
+                        let (p, c) = (d.add(j), _mm512_loadu_pd(s.add(j)));
+                        if ADD {
+                            _mm512_storeu_pd(
+                                p,
+                                _mm512_add_pd(_mm512_loadu_pd(p), _mm512_mul_pd(a, c)),
+                            );
+                        } else {
+                            _mm512_storeu_pd(p, c);
+                        }
+                    }
+                }
             }
         }
     }
@@ -960,11 +1002,10 @@ mod tests {
     }
 
     /// Tiles whose source rows share one L1 set (taken by the 8 × 8 kernel in squares, four
-    /// columns of blocks at a time, with partial squares and groups), and batches walked
-    /// diagonally with a second loop, give what the scalar loop gives, for copies and
-    /// accumulates.
+    /// columns of blocks at a time, with partial squares and groups), and blocks staged into
+    /// runs along two loops, give what the scalar loop gives, for copies and accumulates.
     #[test]
-    fn crowded_and_diagonal_orders_move_every_block_once() {
+    fn crowded_and_staged_orders_move_every_block_once() {
         assert!(one_set(512) && one_set(1024) && !one_set(520));
         // 5 × 6 blocks (one partial square, a group of 2 after one of 4), 40 × 34 (whole and
         // partial squares each way), 4 × 4; destination rows in one set or not.
@@ -991,7 +1032,8 @@ mod tests {
                 assert_eq!(fast, slow, "{na}x{nb}, add {add}");
             }
         }
-        // 3 × 5 tiles of 8 × 8, taken diagonally: 3 along `batch`, 5 along `pair`.
+        // 3 × 5 blocks of 8 × 8 staged into runs: 3 steps continuing the destination rows,
+        // 5 continuing the source rows.
         let tile = Tile {
             d0: 0,
             s0: 0,
@@ -1000,23 +1042,24 @@ mod tests {
             src_row: 512,
             dst_row: 512,
         };
-        let batch = Loop {
+        let along_dst = Loop {
             n: 3,
             ds: 8,
             ss: 4096,
         };
-        let pair = Loop {
+        let along_src = Loop {
             n: 5,
             ds: 4096 * 3,
             ss: 8,
         };
         let src = random_vec(4096 * 3 + 8 * 5, 11);
         let start = random_vec(4096 * 3 * 5, 12);
+        let mut buf = vec![f64::NAN; 64 * 3 * 5];
         for add in [false, true] {
-            let (mut pairs, mut single) = (start.clone(), start.clone());
-            for q in 0..pair.n {
-                for r in 0..batch.n {
-                    let t = tile.along(batch, r).along(pair, q);
+            let (mut runs, mut single) = (start.clone(), start.clone());
+            for q in 0..along_src.n {
+                for p in 0..along_dst.n {
+                    let t = tile.along(along_dst, p).along(along_src, q);
                     if add {
                         by_rows(&mut single, &src, t, AddScaled(0.5));
                     } else {
@@ -1024,18 +1067,13 @@ mod tests {
                     }
                 }
             }
+            let steps = (along_dst, along_src);
             if add {
-                transpose_pairs(
-                    &mut pairs,
-                    &src,
-                    tile,
-                    (batch, pair, Ahead(9)),
-                    AddScaled(0.5),
-                );
+                transpose_runs(&mut runs, &src, tile, steps, &mut buf, AddScaled(0.5));
             } else {
-                transpose_pairs(&mut pairs, &src, tile, (batch, pair, Ahead(9)), Assign);
+                transpose_runs(&mut runs, &src, tile, steps, &mut buf, Assign);
             }
-            assert_eq!(pairs, single, "add {add}");
+            assert_eq!(runs, single, "add {add}");
         }
     }
 

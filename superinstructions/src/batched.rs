@@ -495,8 +495,8 @@ mod tests {
     #[test]
     fn the_plan_batches_where_that_avoids_copies() -> Result<(), KernelError> {
         // d[a,b,c,k] = l[a,b,e,k] * r[e,c] (rccsdpt_aaa:883 at water's extents): one GEMM per
-        // k, on the blocks as stored, where a single GEMM would copy left and dst. (Contraction
-        // plans now take broadcast products for it.)
+        // k, on the blocks as stored, where a single GEMM would copy left and dst. (The whole
+        // contraction plan takes broadcast products there; this is the batched form alone.)
         let dims = |labels: &[Label], ext: &[usize]| -> Vec<Dim> {
             labels.iter().copied().zip(ext.iter().copied()).collect()
         };

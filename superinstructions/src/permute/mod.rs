@@ -577,6 +577,11 @@ impl RunTiles {
         } = *self;
         let mut buf = Scratch::new(a.n * RUN_STEPS * b.n * RUN_STEPS);
         let buf = buf.get();
+        // `l` from step `at` on, at most `RUN_STEPS` steps.
+        let steps = |l: Loop, at: usize| Loop {
+            n: RUN_STEPS.min(l.n - at),
+            ..l
+        };
         for_each_offset(&self.rest[..self.n_rest], |doff, soff| {
             for p in (0..along_dst.n).step_by(RUN_STEPS) {
                 for q in (0..along_src.n).step_by(RUN_STEPS) {
@@ -587,10 +592,6 @@ impl RunTiles {
                         nb: b.n,
                         src_row: a.ss,
                         dst_row: b.ds,
-                    };
-                    let steps = |l: Loop, at: usize| Loop {
-                        n: RUN_STEPS.min(l.n - at),
-                        ..l
                     };
                     let runs = (steps(along_dst, p), steps(along_src, q));
                     tile::transpose_runs(dst, src, block, runs, buf, st);

@@ -499,15 +499,7 @@ mod avx512 {
                     let d = dst.add(t.d0 + q * along_src.ds + k * t.dst_row);
                     let s = staged.add((8 * q + k) * run);
                     for j in (0..run).step_by(8) {
-                        let (p, c) = (d.add(j), _mm512_loadu_pd(s.add(j)));
-                        if ADD {
-                            _mm512_storeu_pd(
-                                p,
-                                _mm512_add_pd(_mm512_loadu_pd(p), _mm512_mul_pd(a, c)),
-                            );
-                        } else {
-                            _mm512_storeu_pd(p, c);
-                        }
+                        put::<ADD, false>(d.add(j), _mm512_loadu_pd(s.add(j)), a);
                     }
                 }
             }
@@ -586,15 +578,26 @@ mod avx512 {
         let columns = transpose_registers(r);
         for (j, c) in columns.into_iter().enumerate() {
             // SAFETY: the caller's contract.
-            unsafe {
-                let p = d.add(j * ds);
-                if ADD {
-                    _mm512_storeu_pd(p, _mm512_add_pd(_mm512_loadu_pd(p), _mm512_mul_pd(a, c)));
-                } else if NT {
-                    _mm512_stream_pd(p, c);
-                } else {
-                    _mm512_storeu_pd(p, c);
-                }
+            unsafe { put::<ADD, NT>(d.add(j * ds), c, a) };
+        }
+    }
+
+    /// Writes one destination line of 8 elements: an accumulate multiplies by `a`, then adds,
+    /// as the scalar path does; a streamed copy bypasses the caches.
+    ///
+    /// # Safety
+    /// AVX-512F must be available and the 8 elements at `p` in bounds.
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    unsafe fn put<const ADD: bool, const NT: bool>(p: *mut f64, c: __m512d, a: __m512d) {
+        // SAFETY: the caller's contract.
+        unsafe {
+            if ADD {
+                _mm512_storeu_pd(p, _mm512_add_pd(_mm512_loadu_pd(p), _mm512_mul_pd(a, c)));
+            } else if NT {
+                _mm512_stream_pd(p, c);
+            } else {
+                _mm512_storeu_pd(p, c);
             }
         }
     }

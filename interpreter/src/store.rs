@@ -94,19 +94,83 @@ pub fn zeroed(n: usize) -> Option<Vec<f64>> {
     }
 }
 
-/// A map keyed by blocks. Block keys are a few small integers chosen by the program, not by an
-/// adversary, so they need no DoS-resistant hash; SipHash was a leading cost of every small put
-/// and get (docs/benchmarks.md, "MPI message rates: the cost per operation").
+/// A map keyed by small integers the program chooses, not an adversary, so it needs no
+/// DoS-resistant hash; SipHash was a leading cost of every small put and get
+/// (docs/benchmarks.md, "MPI message rates: the cost per operation").
 pub type KeyMap<K, V> = HashMap<K, V, rustc_hash::FxBuildHasher>;
+
+/// A map keyed by blocks (`BlockKey`, or an array and a `BlockKey`) that keeps blocks next to
+/// each other along their first dimension in neighbouring slots: loops step an array's first
+/// index fastest, so a map of many blocks is walked through memory in order instead of with a
+/// cache miss per block (docs/benchmarks.md, "Maps of blocks in the order loops walk them").
+pub type BlockKeyMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<NearHasher>>;
+
+/// The hasher of [`BlockKeyMap`]. A key writes its integers; the low bits of the hash (the
+/// map's slot) are their sum with the first segment counted once and everything else spread
+/// by odd constants; the top seven bits (the map's tag, compared before any key) are mixed from
+/// the whole hash, so that neighbours in a group of slots carry different tags.
+#[derive(Default, Clone, Copy)]
+pub struct NearHasher(u64);
+
+/// Odd multipliers (the fractional part of the golden ratio and relatives) that scatter
+/// everything but a block's first segment.
+const SPREAD: u64 = 0x9E37_79B9_7F4A_7C15;
+const TAG_BITS: u32 = 7;
+
+/// `h` and `v` mixed into every bit (the rotation brings the product's well-mixed high bits
+/// down); 0 for 0 and 0.
+fn scatter(h: u64, v: u64) -> u64 {
+    h.wrapping_add(v).wrapping_mul(SPREAD).rotate_left(26)
+}
+const SLOT_MASK: u64 = u64::MAX >> TAG_BITS;
+
+impl std::hash::Hasher for NearHasher {
+    fn finish(&self) -> u64 {
+        (self.0 & SLOT_MASK) | (self.0.wrapping_mul(SPREAD) & !SLOT_MASK)
+    }
+
+    /// Anything else a key writes: scattered, as the other words are.
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut word = [0u8; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            self.write_u64(u64::from_le_bytes(word));
+        }
+    }
+
+    /// What came before is scattered, the new word added as it is: a key that writes one word
+    /// keeps it, and an array's number followed by a block's word scatters only the array.
+    fn write_u64(&mut self, v: u64) {
+        self.0 = scatter(self.0, 0).wrapping_add(v);
+    }
+
+    /// An array's number: scattered (each array's blocks lie apart).
+    fn write_u32(&mut self, v: u32) {
+        self.write_u64(u64::from(v));
+    }
+}
 
 /// Identity of a block within its array: the segment of each dimension, and for dimensions
 /// declared with a subindex also the parent's segment (subsegment extents depend on it).
 #[derive(
-    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
 )]
 pub struct BlockKey {
     pub segments: [i32; 6],
     pub parents: [i32; 6],
+}
+
+impl std::hash::Hash for BlockKey {
+    /// Everything but the first segment scattered, then the first segment added unscattered:
+    /// blocks that differ only in it get neighbouring hashes (see [`NearHasher`]). In other
+    /// hashers this is one word like any other.
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        let rest = self.segments[1..]
+            .iter()
+            .chain(&self.parents)
+            .fold(0, |h, &v| scatter(h, u64::from(v as u32)));
+        state.write_u64(rest.wrapping_add(u64::from(self.segments[0] as u32)));
+    }
 }
 
 impl BlockKey {
@@ -142,7 +206,7 @@ pub type Held = Rc<Cell<usize>>;
 /// worker's count of bytes held; a block's data can change but not its size.
 #[derive(Debug, Default)]
 pub struct BlockMap {
-    blocks: KeyMap<BlockKey, Block>,
+    blocks: BlockKeyMap<BlockKey, Block>,
     held: Held,
 }
 
@@ -153,7 +217,7 @@ fn bytes(b: &Block) -> usize {
 impl BlockMap {
     pub fn new(held: Held) -> BlockMap {
         BlockMap {
-            blocks: KeyMap::default(),
+            blocks: BlockKeyMap::default(),
             held,
         }
     }
@@ -242,6 +306,104 @@ pub fn block_text(program: &sial_bytecode::Program, array: usize, key: &BlockKey
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn near_hash<K: std::hash::Hash>(key: &K) -> u64 {
+        use std::hash::BuildHasher;
+        std::hash::BuildHasherDefault::<NearHasher>::default().hash_one(key)
+    }
+
+    fn key(segments: [i32; 6], parents: [i32; 6]) -> BlockKey {
+        BlockKey { segments, parents }
+    }
+
+    #[test]
+    fn blocks_along_the_first_dimension_take_neighbouring_slots() {
+        for rest in [[0, 0, 0, 0, 0], [1, 0, 0, 0, 0], [3, 7, 2, 9, 1]] {
+            let at = |s0: i32| {
+                let mut segments = [s0, 0, 0, 0, 0, 0];
+                segments[1..].copy_from_slice(&rest);
+                near_hash(&key(segments, [0; 6]))
+            };
+            let mut tags = std::collections::HashSet::new();
+            for s0 in 1..200 {
+                // The map's slot (the low bits) steps by one; its tag (the top seven) moves.
+                assert_eq!(
+                    (at(s0 + 1) & SLOT_MASK).wrapping_sub(at(s0) & SLOT_MASK),
+                    1,
+                    "{rest:?} {s0}"
+                );
+                tags.insert(at(s0) >> (64 - TAG_BITS));
+            }
+            assert!(tags.len() > 100, "{} tags for 199 neighbours", tags.len());
+        }
+        // Within an array, also with the array's number written first.
+        let a = near_hash(&(4u32, key([5, 2, 0, 0, 0, 0], [0; 6])));
+        let b = near_hash(&(4u32, key([6, 2, 0, 0, 0, 0], [0; 6])));
+        assert_eq!((b & SLOT_MASK).wrapping_sub(a & SLOT_MASK), 1);
+    }
+
+    #[test]
+    fn every_other_part_of_a_key_scatters() {
+        // Changing any part but the first segment moves the slot out of the base's group of 16
+        // slots (of 65,536), to slots that differ from each other.
+        let base = key([1, 1, 1, 1, 1, 1], [0; 6]);
+        let slot = |h: u64| h & 0xffff;
+        let mut moved = vec![];
+        for d in 1..6 {
+            let mut k = base;
+            k.segments[d] += 1;
+            moved.push(slot(near_hash(&k)));
+        }
+        for d in 0..6 {
+            let mut k = base;
+            k.parents[d] = 3;
+            moved.push(slot(near_hash(&k)));
+        }
+        // (Array 0 writes a zero before the key: the key's own hash, in another kind of map.)
+        for array in 1..5u32 {
+            moved.push(slot(near_hash(&(array, base))));
+        }
+        let home = slot(near_hash(&base));
+        for &m in &moved {
+            let apart = m.wrapping_sub(home) & 0xffff;
+            assert!((16..=0xffff - 16).contains(&apart), "{home} {moved:?}");
+        }
+        let distinct: std::collections::HashSet<u64> = moved.iter().copied().collect();
+        assert_eq!(distinct.len(), moved.len(), "{moved:?}");
+    }
+
+    #[test]
+    fn a_map_of_blocks_finds_every_block() {
+        // Four dimensions of 12 segments, some with parents: every key found, none confused.
+        let mut map: BlockKeyMap<BlockKey, usize> = BlockKeyMap::default();
+        let mut n = 0;
+        for a in 1..=12 {
+            for b in 1..=12 {
+                for c in 1..=12 {
+                    for p in [0, 2] {
+                        map.insert(key([a, b, c, 1, 0, 0], [0, 0, p, 0, 0, 0]), n);
+                        n += 1;
+                    }
+                }
+            }
+        }
+        assert_eq!(map.len(), n);
+        let mut m = 0;
+        for a in 1..=12 {
+            for b in 1..=12 {
+                for c in 1..=12 {
+                    for p in [0, 2] {
+                        assert_eq!(
+                            map.get(&key([a, b, c, 1, 0, 0], [0, 0, p, 0, 0, 0])),
+                            Some(&m)
+                        );
+                        m += 1;
+                    }
+                }
+            }
+        }
+        assert_eq!(map.get(&key([13, 1, 1, 1, 0, 0], [0; 6])), None);
+    }
 
     #[test]
     fn zeros_are_zeros_and_refusals_are_errors() {

@@ -10,7 +10,7 @@
 
 use super::race::Mode;
 use crate::error::{Result, RuntimeError};
-use crate::store::{Block, BlockKey, Extents, KeyMap};
+use crate::store::{Block, BlockKey, BlockKeyMap, Extents};
 use crate::sum::{
     compensated_add_block, compensated_add_scalar, compensated_start_block,
     compensated_start_scalar,
@@ -80,7 +80,7 @@ impl Slot {
 
 #[derive(Default)]
 struct ArrayBlocks {
-    blocks: KeyMap<BlockKey, Slot>,
+    blocks: BlockKeyMap<BlockKey, Slot>,
     file: Option<(File, PathBuf)>,
     file_len: u64,
 }
@@ -110,7 +110,7 @@ pub struct BlockStore {
     disk_used: u64,
     /// The low parts of the blocks accumulated in the current sections (see [`Self::accumulate`]),
     /// with the section of each; counted in `memory`.
-    residuals: KeyMap<(u32, BlockKey), (u32, Vec<f64>)>,
+    residuals: BlockKeyMap<(u32, BlockKey), (u32, Vec<f64>)>,
     pub stats: DiskStats,
 }
 
@@ -134,7 +134,7 @@ impl BlockStore {
             lru: BTreeMap::new(),
             clock: 0,
             disk_used: 0,
-            residuals: KeyMap::default(),
+            residuals: BlockKeyMap::default(),
             stats: DiskStats::default(),
         }
     }

@@ -6,7 +6,7 @@
 //! at their site when dropped unclaimed.
 
 use super::prefetch::Sites;
-use crate::store::{Block, BlockKey, KeyMap};
+use crate::store::{Block, BlockKey, BlockKeyMap};
 use std::sync::Arc;
 
 /// A fetched block of this section (or kept from an earlier one).
@@ -90,7 +90,7 @@ impl Entry {
 type Key = (u32, BlockKey);
 
 pub(super) struct Cache {
-    entries: KeyMap<Key, Entry>,
+    entries: BlockKeyMap<Key, Entry>,
     /// Bytes of the blocks present (pending or ready).
     bytes: usize,
     budget: usize,
@@ -105,7 +105,7 @@ pub(super) struct Cache {
 impl Cache {
     pub(super) fn new(budget: usize) -> Cache {
         Cache {
-            entries: KeyMap::default(),
+            entries: BlockKeyMap::default(),
             bytes: 0,
             budget,
             local_bytes: 0,

@@ -8,7 +8,7 @@
 //! terms, so the server's sum is the one the terms sent one by one would give.
 
 use crate::cluster::message::{Origin, Payload, ToServer};
-use crate::store::{BlockKey, Extents, KeyMap};
+use crate::store::{BlockKey, BlockKeyMap, Extents};
 use crate::sum::{compensated_add_block, compensated_start_block};
 use sial_bytecode::PutOp;
 
@@ -48,7 +48,7 @@ enum Added {
 #[derive(Default)]
 struct ArraySums {
     pending: Vec<Pending>,
-    index: KeyMap<BlockKey, usize>,
+    index: BlockKeyMap<BlockKey, usize>,
 }
 
 impl Sums {

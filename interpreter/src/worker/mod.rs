@@ -304,6 +304,12 @@ impl<'a> Worker<'a> {
     }
 
     /// Executes one instruction; returns the next pc, or `None` at the end of the program.
+    ///
+    /// The long instructions' bodies are `#[inline(never)]` (`placed_op`, `get`, `barrier`,
+    /// the folds, ...) so that this function stays small enough to be inlined into
+    /// [`Self::run`]'s loop: with them inlined it was a call with a 1.4 KB frame for every
+    /// int and scalar instruction, 1.35× their time (docs/benchmarks.md, "Interpreter: int and
+    /// scalar instructions without a call each").
     fn step(&mut self, op: &Op, pc: usize) -> Result<Option<usize>> {
         let next = pc + 1;
         if Self::sends_held_first(op) {
@@ -435,6 +441,7 @@ impl<'a> Worker<'a> {
 
     /// Blocks written by an instruction count against `--worker-memory` with the fetched
     /// ones: fetched blocks not in use make room; an error if that is not enough.
+    #[inline(never)]
     fn check_memory(&mut self, op: &Op) -> Result<()> {
         let local = self.memory.own_bytes();
         let program = self.program;
@@ -454,6 +461,7 @@ impl<'a> Worker<'a> {
 
     /// `get`/`request`: the block is requested unless already fetched in this section, and so
     /// are the blocks this `get` will want in the coming iterations (prefetch).
+    #[inline(never)]
     fn get(&mut self, block: &sial_bytecode::BlockRef, pc: usize) -> Result<()> {
         let (key, shape) = self.locate(block)?;
         // Scopes closed since the last block instruction freed local blocks.
@@ -469,6 +477,7 @@ impl<'a> Worker<'a> {
     }
 
     /// `sip_barrier`/`server_barrier` (SIAL-SPEC §7.6); also resets the pardo counter.
+    #[inline(never)]
     fn barrier(&mut self) -> Result<()> {
         self.net.get_mut().barrier(self.line)?;
         self.pardo_counter = 0;
@@ -477,6 +486,7 @@ impl<'a> Worker<'a> {
     }
 
     /// `assert_same x`: worker 0's value, checked against this worker's and adopted.
+    #[inline(never)]
     fn assert_same(&mut self, target: sial_bytecode::ScalarSlot) -> Result<()> {
         let mine = self.scalars[target.index()];
         let theirs = self.net.get_mut().link.broadcast(0, vec![mine])?;
@@ -498,6 +508,7 @@ impl<'a> Worker<'a> {
     }
 
     /// `broadcast_from r s`: worker r's copy of the static array on every worker.
+    #[inline(never)]
     fn broadcast_from(&mut self, root: sial_bytecode::ExprId, array: ArraySlot) -> Result<()> {
         let r = self.eval_int(root)?;
         if r < 0 || r as usize >= self.workers {

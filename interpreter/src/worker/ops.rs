@@ -237,6 +237,7 @@ impl Worker<'_> {
     /// plan adds each sum to its element once (so `x` gets the same bits); `false`, with
     /// nothing done, where not (the instructions then run one by one and report what is wrong
     /// at their lines).
+    #[inline(never)]
     pub(super) fn contract_through(&mut self, product: &Product<'_>) -> Result<bool> {
         let len = |shape: &Extents| shape.iter().product::<usize>();
         let (shape, held) = self.locate_held(product.result)?;
@@ -469,6 +470,7 @@ impl Worker<'_> {
     /// [`super::through::Through`]) as `x += s`, where `t`'s block is new (it would die unread
     /// at the end of its scope); `false`, with nothing done, where the block exists or the copy
     /// would fail (blocks of different sizes: the copy reports it).
+    #[inline(never)]
     pub(super) fn add_through(&mut self, pc: usize, step: Step<'_>) -> Result<bool> {
         let (shape, held) = self.locate_held(step.temp)?;
         if held {

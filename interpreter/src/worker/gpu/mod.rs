@@ -156,6 +156,7 @@ impl Gpu {
 impl Worker<'_> {
     /// Before instruction `pc`: an expression that reads blocks (an element, a dot product)
     /// needs their newest data on the host.
+    #[inline(never)]
     pub(super) fn before_step(&mut self, pc: usize) -> Result<()> {
         let Some(g) = self.gpu.as_ref() else {
             return Ok(());
@@ -194,6 +195,7 @@ impl Worker<'_> {
 
     /// Runs a block instruction: on the device when the placement says so, else on the host
     /// after bringing the host copies it needs up to date.
+    #[inline(never)]
     pub(super) fn placed_op(&mut self, op: &Op, pc: usize) -> Result<()> {
         if self.gpu.is_none() {
             return self.block_op(op);

@@ -244,6 +244,11 @@ impl BlockMap {
         old
     }
 
+    /// Room for `more` blocks, where the allocator grants it (else the map grows as needed).
+    pub fn reserve(&mut self, more: usize) {
+        let _ = self.blocks.try_reserve(more);
+    }
+
     pub fn remove(&mut self, key: &BlockKey) -> Option<Block> {
         let old = self.blocks.remove(key);
         if let Some(o) = &old {

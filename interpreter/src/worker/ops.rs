@@ -405,6 +405,16 @@ impl Worker<'_> {
         if hi.iter().zip(&lo).any(|(h, l)| h < l) {
             return Ok(());
         }
+        if allocate && let Storage::Blocks(map) = &mut self.memory[array.index()] {
+            // Room for every block at once (up to a million): the map does not grow, moving
+            // its entries, each time it doubles on the way. Beyond that it grows as it goes,
+            // so that an array too large for memory fails on its blocks, with the budget's
+            // message, not on its map.
+            let count = lo.iter().zip(&hi).try_fold(1usize, |n, (l, h)| {
+                n.checked_mul((i64::from(*h) - i64::from(*l)) as usize + 1)
+            });
+            map.reserve(count.unwrap_or(usize::MAX).min(1 << 20));
+        }
         loop {
             let mut key = BlockKey {
                 segments: [1; 6],

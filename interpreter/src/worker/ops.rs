@@ -140,7 +140,7 @@ impl Worker<'_> {
                 let array = array.0;
                 self.tell_servers_from_every_worker(|from| ToServer::Delete { from, array })
             }
-            Op::Put { dst, op, value } => self.put(dst, *op, value),
+            Op::Put { dst, op, value } => self.put(dst, *op, value, false),
             Op::Print { item, newline } => self.print(item, *newline),
             Op::Execute { special, args } => self.execute(*special, args),
             Op::SetPersistent { object, label } => self.set_persistent(object, *label),
@@ -501,12 +501,59 @@ impl Worker<'_> {
         Ok(true)
     }
 
+    /// The copy or `put` at `pc` (`op`, marked by [`super::through::Through`]) taking the data
+    /// of its source `src`, a temp block nothing reads afterwards, where the block dies with
+    /// the innermost scope; `false`, with nothing done, where it does not (it was made in an
+    /// outer scope) or the copy would fail (blocks of different sizes: the copy reports it).
+    #[inline(never)]
+    pub(super) fn move_through(&mut self, op: &Op, src: &BlockRef) -> Result<bool> {
+        let (key, _) = self.locate(src)?;
+        if !self.scopes.innermost_holds(src.array, key) {
+            return Ok(false);
+        }
+        match op {
+            Op::BlockCopy {
+                dst: Operand::Block(dst),
+                ..
+            } => {
+                let shape = self.shape_of(dst)?;
+                let Some(mut block) = self.take_dying(src, &key) else {
+                    return Ok(false);
+                };
+                if block.data.len() != shape.iter().product::<usize>() {
+                    self.put_back(src, block)?;
+                    return Ok(false);
+                }
+                block.shape = shape;
+                self.write_block(dst, block)?;
+                Ok(true)
+            }
+            Op::Put { dst, op, value } => {
+                self.put(dst, *op, value, true)?;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    /// A temp block of the innermost scope, out of its array (its scope finds it gone).
+    fn take_dying(&mut self, src: &BlockRef, key: &BlockKey) -> Option<Block> {
+        match &mut self.memory[src.array.index()] {
+            Storage::Blocks(map) => map.remove(key),
+            _ => None,
+        }
+    }
+
     /// `put`/`prepare`: the value goes to the block's server; the source may change right
-    /// after.
-    fn put(&mut self, dst: &BlockRef, op: PutOp, value: &PutValue) -> Result<()> {
+    /// after. With `dying`, a block source is a temp block of the innermost scope that nothing
+    /// reads afterwards (`move_through`): its data goes, not a copy.
+    fn put(&mut self, dst: &BlockRef, op: PutOp, value: &PutValue, dying: bool) -> Result<()> {
         let (key, shape) = self.locate(dst)?;
-        let text = || self.block_text(dst.array, &key);
-        let wanted = self.wanted(dst.array, key, &shape, &text);
+        let (owner, array) = {
+            let text = || self.block_text(dst.array, &key);
+            let wanted = self.wanted(dst.array, key, &shape, &text);
+            (wanted.owner, wanted.array)
+        };
         let payload = match value {
             PutValue::Block(src) => {
                 let term = self.read_block(src)?;
@@ -514,16 +561,24 @@ impl Worker<'_> {
                     && self
                         .net
                         .borrow_mut()
-                        .put_to_sum(wanted.array, key, &shape, &term.data)
+                        .put_to_sum(array, key, &shape, &term.data)
                 {
                     return Ok(());
                 }
-                Payload::Block(term.into_owned()?.data)
+                if dying {
+                    drop(term);
+                    let (src_key, _) = self.locate(src)?;
+                    match self.take_dying(src, &src_key) {
+                        Some(b) => Payload::Block(b.data),
+                        None => Payload::Block(self.read_block(src)?.into_owned()?.data),
+                    }
+                } else {
+                    Payload::Block(term.into_owned()?.data)
+                }
             }
             PutValue::Scalar(e) => Payload::Scalar(self.eval_scalar(*e)?),
         };
         let from = self.net.borrow().origin(self.line);
-        let (owner, array) = (wanted.owner, wanted.array);
         let msg = ToServer::Put {
             from,
             array,

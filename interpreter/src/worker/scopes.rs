@@ -42,6 +42,13 @@ impl Scopes {
         }
     }
 
+    /// Whether the innermost scope holds the block: a temp block that dies at its end.
+    pub(crate) fn innermost_holds(&self, array: ArraySlot, key: BlockKey) -> bool {
+        self.held
+            .last()
+            .is_some_and(|scope| scope.contains(&(array, key)))
+    }
+
     /// A procedure call that returns to `back`.
     pub(crate) fn call(&mut self, back: usize) -> Result<()> {
         if self.calls.len() >= MAX_CALL_DEPTH {

@@ -8,9 +8,12 @@
 //! - a contraction `t = l * r` then `x += t` (or `x += u` after `u = t`) runs as `x += l * r`:
 //!   the contraction adds its sums to `x`'s elements as it stores them, where it would have
 //!   stored them into `t`, and `x` is not read and written a second time (docs/benchmarks.md,
-//!   "Contractions added straight into their sum").
+//!   "Contractions added straight into their sum");
+//! - a copy `d = t` (same element order) or a `put x = t` / `put x += t` whose source `t` is
+//!   a temp block of the loop body that nothing reads afterwards takes `t`'s data instead of
+//!   copying it (docs/benchmarks.md, "Temp blocks read last handed on, not copied").
 
-use sial_bytecode::{ArrayKind, BlockRef, Op, Operand, Program, Sign};
+use sial_bytecode::{ArrayKind, BlockRef, Op, Operand, Program, PutValue, Sign};
 
 /// The accumulate a copy feeds, when the copy at `pc` may be skipped (see [`Through::new`]).
 pub(super) struct Step<'p> {
@@ -37,6 +40,9 @@ pub(super) struct Product<'p> {
 pub(super) enum Fold<'p> {
     Copy(Step<'p>),
     Product(Product<'p>),
+    /// The instruction may take the data of its source, this temp block, where the block
+    /// dies with the innermost scope.
+    Move(&'p BlockRef),
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -44,6 +50,7 @@ enum Mark {
     None,
     Copy,
     Product,
+    Move,
 }
 
 /// Per instruction, whether it starts such a fold.
@@ -76,7 +83,32 @@ impl Through {
                 marks[pc] = Mark::Product;
             }
         }
+        for (pc, mark) in marks.iter_mut().enumerate() {
+            let last = Self::moved(program, pc)
+                .is_some_and(|t| Self::unread_after(program, pc + 1, t.array.index()));
+            if *mark == Mark::None && last {
+                *mark = Mark::Move;
+            }
+        }
         Through { marks }
+    }
+
+    /// The temp source of a copy `d = t` in the same element order (blocks of other arrays)
+    /// or of a `put`, the rest of the body aside (see [`Fold::Move`]).
+    fn moved(program: &Program, pc: usize) -> Option<&BlockRef> {
+        let src = match &program.code.get(pc)?.op {
+            Op::BlockCopy {
+                dst: Operand::Block(dst),
+                src: Operand::Block(src),
+                layout,
+            } if layout.is_identity() && dst.array != src.array => src,
+            Op::Put {
+                value: PutValue::Block(src),
+                ..
+            } => src,
+            _ => return None,
+        };
+        Self::is_temp(program, src).then_some(src)
     }
 
     /// The copy at `pc` and the accumulate after it, if they have the form of [`Through::new`].
@@ -202,6 +234,7 @@ impl Through {
             Mark::None => None,
             Mark::Copy => Self::pair(program, pc).map(Fold::Copy),
             Mark::Product => Self::product(program, pc, &self.marks).map(Fold::Product),
+            Mark::Move => Self::moved(program, pc).map(Fold::Move),
         }
     }
 }
@@ -218,19 +251,66 @@ mod tests {
 
     /// The copies and the contractions `Through` marks in `body` (inside a pardo over `i`).
     fn marks(body: &str) -> (usize, usize) {
+        let (copies, products, _) = folds(body);
+        (copies, products)
+    }
+
+    /// The instructions `Through` marks as taking their temp source's data in `body`.
+    fn moves(body: &str) -> usize {
+        folds(body).2
+    }
+
+    /// The copies, the contractions and the moves `Through` marks in `body` (inside a pardo
+    /// over `i`).
+    fn folds(body: &str) -> (usize, usize, usize) {
         let source = format!(
             "sial through\naoindex i = 1:2\naoindex j = 1:2\naoindex k = 1:2\ntemp t[i,j]\n\
-             temp u[i,j]\nlocal x[i,j]\nlocal y[i,j]\nlocal a[i,j]\nscalar s\nproc p\n\
-             u[i,j] = 1.0\nendproc p\nallocate x[*,*]\nallocate y[*,*]\nallocate a[*,*]\n\
-             pardo i, j\n  y[i,j] = 2.0\n  x[i,j] = 0.0\n{body}\nendpardo i, j\nendsial through\n"
+             temp u[i,j]\nlocal x[i,j]\nlocal y[i,j]\nlocal a[i,j]\ndistributed d[i,j]\n\
+             scalar s\nproc p\nu[i,j] = 1.0\nendproc p\nallocate x[*,*]\nallocate y[*,*]\n\
+             allocate a[*,*]\npardo i, j\n  y[i,j] = 2.0\n  x[i,j] = 0.0\n{body}\n\
+             endpardo i, j\nendsial through\n"
         );
         let p = program(&source);
         let through = Through::new(&p);
-        let folds: Vec<_> = (0..p.code.len())
-            .filter_map(|pc| through.step(&p, pc))
-            .collect();
-        let copies = folds.iter().filter(|f| matches!(f, Fold::Copy(_))).count();
-        (copies, folds.len() - copies)
+        let mut counts = (0, 0, 0);
+        for fold in (0..p.code.len()).filter_map(|pc| through.step(&p, pc)) {
+            match fold {
+                Fold::Copy(_) => counts.0 += 1,
+                Fold::Product(_) => counts.1 += 1,
+                Fold::Move(_) => counts.2 += 1,
+            }
+        }
+        counts
+    }
+
+    #[test]
+    fn copies_and_puts_that_read_a_temp_last_are_marked() {
+        assert_eq!(moves("  t[i,j] = 3.0\n  x[i,j] = t[i,j]"), 1);
+        assert_eq!(moves("  t[i,j] = 3.0\n  put d[i,j] = t[i,j]"), 1);
+        assert_eq!(
+            moves("  t[i,j] = 3.0\n  put d[i,j] += t[i,j]\n  s = 1.0"),
+            1
+        );
+        // The copy that an accumulate reads next is the other fold's.
+        assert_eq!(folds("  t[i,j] = y[i,j]\n  x[i,j] += t[i,j]"), (1, 0, 0));
+    }
+
+    #[test]
+    fn copies_and_puts_of_temps_read_again_or_not_temps_are_not() {
+        // Read again, written again, or reachable by a procedure.
+        assert_eq!(
+            moves("  t[i,j] = 3.0\n  x[i,j] = t[i,j]\n  s = t[i,j] * t[i,j]"),
+            0
+        );
+        assert_eq!(
+            moves("  t[i,j] = 3.0\n  put d[i,j] = t[i,j]\n  t[i,j] = 1.0"),
+            0
+        );
+        assert_eq!(moves("  t[i,j] = 3.0\n  x[i,j] = t[i,j]\n  call p"), 0);
+        // A permuted copy, a copy within one array, a source that is not a temp.
+        assert_eq!(moves("  t[i,j] = 3.0\n  x[i,j] = t[j,i]"), 0);
+        assert_eq!(moves("  t[i,j] = 3.0\n  t[j,i] = t[i,j]"), 0);
+        assert_eq!(moves("  x[i,j] = y[i,j]\n  put d[i,j] = y[i,j]"), 0);
     }
 
     #[test]

@@ -105,24 +105,26 @@ pub type KeyMap<K, V> = HashMap<K, V, rustc_hash::FxBuildHasher>;
 /// cache miss per block (docs/benchmarks.md, "Maps of blocks in the order loops walk them").
 pub type BlockKeyMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<NearHasher>>;
 
-/// The hasher of [`BlockKeyMap`]. A key writes its integers; the low bits of the hash (the
-/// map's slot) are their sum with the first segment counted once and everything else spread
-/// by odd constants; the top seven bits (the map's tag, compared before any key) are mixed from
-/// the whole hash, so that neighbours in a group of slots carry different tags.
+/// The hasher of [`BlockKeyMap`]. A `BlockKey` writes one word: everything but its first
+/// segment scattered, plus the first segment. The hasher scatters every word written before
+/// the last (an array's number) and adds the last as it is; the low bits of the result are
+/// the map's slot, and its top seven bits (the tag the map compares before any key) are mixed
+/// from all of it, so that neighbours in a group of slots carry different tags.
 #[derive(Default, Clone, Copy)]
 pub struct NearHasher(u64);
 
-/// Odd multipliers (the fractional part of the golden ratio and relatives) that scatter
-/// everything but a block's first segment.
+/// An odd multiplier, 2⁶⁴ divided by the golden ratio: the product's high bits depend on every
+/// bit of the factor.
 const SPREAD: u64 = 0x9E37_79B9_7F4A_7C15;
+/// hashbrown's tag: the hash's top seven bits.
 const TAG_BITS: u32 = 7;
+const SLOT_MASK: u64 = u64::MAX >> TAG_BITS;
 
 /// `h` and `v` mixed into every bit (the rotation brings the product's well-mixed high bits
 /// down); 0 for 0 and 0.
 fn scatter(h: u64, v: u64) -> u64 {
     h.wrapping_add(v).wrapping_mul(SPREAD).rotate_left(26)
 }
-const SLOT_MASK: u64 = u64::MAX >> TAG_BITS;
 
 impl std::hash::Hasher for NearHasher {
     fn finish(&self) -> u64 {

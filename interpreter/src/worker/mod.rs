@@ -321,7 +321,7 @@ impl<'a> Worker<'a> {
             let folded = match fold {
                 through::Fold::Copy(step) => self.add_through(pc, step)?.then_some(pc + 2),
                 through::Fold::Product(p) => self.contract_through(&p)?.then_some(pc + p.len),
-                through::Fold::Move(src) => self.move_through(op, src)?.then_some(pc + 1),
+                through::Fold::Move(m) => self.move_through(&m)?.then_some(pc + 1),
             };
             if folded.is_some() {
                 return Ok(folded);

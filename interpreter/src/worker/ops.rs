@@ -2,7 +2,7 @@
 //! with the kernels of `sial-superinstructions`, and stores the result.
 
 use super::Worker;
-use super::through::{Product, Step};
+use super::through::{Move, Product, Step};
 use crate::cluster::message::{Payload, ToServer};
 use crate::error::{Result, RuntimeError};
 use crate::store::{Block, BlockKey, Extents, Storage};
@@ -501,39 +501,33 @@ impl Worker<'_> {
         Ok(true)
     }
 
-    /// The copy or `put` at `pc` (`op`, marked by [`super::through::Through`]) taking the data
-    /// of its source `src`, a temp block nothing reads afterwards, where the block dies with
-    /// the innermost scope; `false`, with nothing done, where it does not (it was made in an
-    /// outer scope) or the copy would fail (blocks of different sizes: the copy reports it).
+    /// A copy or `put` (marked by [`super::through::Through`]) taking the data of its source,
+    /// a temp block nothing reads afterwards, where the block dies with the innermost scope;
+    /// `false`, with nothing done, where it does not (it was made in an outer scope) or the
+    /// copy would fail (blocks of different sizes: the copy reports it).
     #[inline(never)]
-    pub(super) fn move_through(&mut self, op: &Op, src: &BlockRef) -> Result<bool> {
-        let (key, _) = self.locate(src)?;
+    pub(super) fn move_through(&mut self, m: &Move<'_>) -> Result<bool> {
+        let src = m.src();
+        let (key, src_shape) = self.locate(src)?;
         if !self.scopes.innermost_holds(src.array, key) {
             return Ok(false);
         }
-        match op {
-            Op::BlockCopy {
-                dst: Operand::Block(dst),
-                ..
-            } => {
+        match *m {
+            Move::Copy { dst, .. } => {
                 let shape = self.shape_of(dst)?;
+                let len = |s: &Extents| s.iter().product::<usize>();
+                if len(&shape) != len(&src_shape) {
+                    return Ok(false);
+                }
                 let Some(mut block) = self.take_dying(src, &key) else {
                     return Ok(false);
                 };
-                if block.data.len() != shape.iter().product::<usize>() {
-                    self.put_back(src, block)?;
-                    return Ok(false);
-                }
                 block.shape = shape;
                 self.write_block(dst, block)?;
-                Ok(true)
             }
-            Op::Put { dst, op, value } => {
-                self.put(dst, *op, value, true)?;
-                Ok(true)
-            }
-            _ => Ok(false),
+            Move::Put { dst, op, value, .. } => self.put(dst, op, value, true)?,
         }
+        Ok(true)
     }
 
     /// A temp block of the innermost scope, out of its array (its scope finds it gone).

@@ -13,7 +13,7 @@
 //!   a temp block of the loop body that nothing reads afterwards takes `t`'s data instead of
 //!   copying it (docs/benchmarks.md, "Temp blocks read last handed on, not copied").
 
-use sial_bytecode::{ArrayKind, BlockRef, Op, Operand, Program, PutValue, Sign};
+use sial_bytecode::{ArrayKind, BlockRef, Op, Operand, Program, PutOp, PutValue, Sign};
 
 /// The accumulate a copy feeds, when the copy at `pc` may be skipped (see [`Through::new`]).
 pub(super) struct Step<'p> {
@@ -40,9 +40,34 @@ pub(super) struct Product<'p> {
 pub(super) enum Fold<'p> {
     Copy(Step<'p>),
     Product(Product<'p>),
-    /// The instruction may take the data of its source, this temp block, where the block
-    /// dies with the innermost scope.
-    Move(&'p BlockRef),
+    /// The instruction may take the data of its temp source where the block dies with the
+    /// innermost scope.
+    Move(Move<'p>),
+}
+
+/// A copy or a `put` whose source is a temp block nothing reads afterwards (see
+/// [`Through::new`]).
+pub(super) enum Move<'p> {
+    /// `dst = src`, in the same element order.
+    Copy {
+        dst: &'p BlockRef,
+        src: &'p BlockRef,
+    },
+    /// `put dst = src` or `put dst += src` (`value` is the block `src`).
+    Put {
+        dst: &'p BlockRef,
+        op: PutOp,
+        value: &'p PutValue,
+        src: &'p BlockRef,
+    },
+}
+
+impl Move<'_> {
+    pub(super) fn src(&self) -> &BlockRef {
+        match self {
+            Move::Copy { src, .. } | Move::Put { src, .. } => src,
+        }
+    }
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -85,7 +110,7 @@ impl Through {
         }
         for (pc, mark) in marks.iter_mut().enumerate() {
             let last = Self::moved(program, pc)
-                .is_some_and(|t| Self::unread_after(program, pc + 1, t.array.index()));
+                .is_some_and(|m| Self::unread_after(program, pc + 1, m.src().array.index()));
             if *mark == Mark::None && last {
                 *mark = Mark::Move;
             }
@@ -93,22 +118,28 @@ impl Through {
         Through { marks }
     }
 
-    /// The temp source of a copy `d = t` in the same element order (blocks of other arrays)
-    /// or of a `put`, the rest of the body aside (see [`Fold::Move`]).
-    fn moved(program: &Program, pc: usize) -> Option<&BlockRef> {
-        let src = match &program.code.get(pc)?.op {
+    /// A copy `d = t` in the same element order (blocks of other arrays) or a `put` of a temp
+    /// block `t`, the rest of the body aside (see [`Fold::Move`]).
+    fn moved(program: &Program, pc: usize) -> Option<Move<'_>> {
+        let m = match &program.code.get(pc)?.op {
             Op::BlockCopy {
                 dst: Operand::Block(dst),
                 src: Operand::Block(src),
                 layout,
-            } if layout.is_identity() && dst.array != src.array => src,
+            } if layout.is_identity() && dst.array != src.array => Move::Copy { dst, src },
             Op::Put {
-                value: PutValue::Block(src),
-                ..
-            } => src,
+                dst,
+                op,
+                value: value @ PutValue::Block(src),
+            } => Move::Put {
+                dst,
+                op: *op,
+                value,
+                src,
+            },
             _ => return None,
         };
-        Self::is_temp(program, src).then_some(src)
+        Self::is_temp(program, m.src()).then_some(m)
     }
 
     /// The copy at `pc` and the accumulate after it, if they have the form of [`Through::new`].

@@ -111,7 +111,7 @@ impl Worker<'_> {
             lo.push(l);
             hi.push(h);
         }
-        let mut frame = Frame {
+        let frame = Frame {
             start: pc,
             end,
             indices,
@@ -126,19 +126,22 @@ impl Worker<'_> {
             carried: None,
         };
         let empty = frame.hi.iter().zip(&frame.lo).any(|(h, l)| h < l);
-        if !empty && self.first_valid(&mut frame, true)? {
-            if frame.pardo {
+        // The loop's frame is the innermost from here: `first_valid` steps it in place.
+        self.frames.push(frame);
+        if !empty && self.first_valid(true)? {
+            if let Some(frame) = self.frames.last().filter(|f| f.pardo) {
                 let (program, line) = (&self.program.name, self.line);
                 let label = || format!("pardo at {program}:{line}");
                 self.progress.start(pc, label, frame.iterations());
-                self.progress.step(pc, frame.position());
+                self.progress.step(pc, || frame.position());
             }
-            self.frames.push(frame);
             self.scopes.open();
             self.loop_started();
             Ok(pc + 1)
         } else {
-            self.clear_indices(&frame.indices);
+            if let Some(frame) = self.frames.pop() {
+                self.clear_indices(&frame.indices);
+            }
             Ok(end + 1)
         }
     }
@@ -163,21 +166,28 @@ impl Worker<'_> {
         // A failure elsewhere stops this worker even in a loop that never communicates.
         self.net.get_mut().check_abort()?;
         self.close_scope();
-        let Some(mut frame) = self.frames.pop() else {
-            return Err(RuntimeError::new("internal: loop end without a loop"));
-        };
-        if frame.start != start {
-            return Err(RuntimeError::new(
-                "internal: loop end does not match the innermost loop",
-            ));
+        match self.frames.last() {
+            None => return Err(RuntimeError::new("internal: loop end without a loop")),
+            Some(frame) if frame.start != start => {
+                return Err(RuntimeError::new(
+                    "internal: loop end does not match the innermost loop",
+                ));
+            }
+            Some(_) => {}
         }
-        if self.first_valid(&mut frame, false)? {
-            self.progress.step(start, frame.position());
-            self.frames.push(frame);
+        // The frame stays where it is while it steps (moving it out and back cost a copy of
+        // it each way, a sixth of an empty pardo iteration).
+        if self.first_valid(false)? {
+            if let Some(frame) = self.frames.last() {
+                self.progress.step(start, || frame.position());
+            }
             self.scopes.open();
             self.loop_stepped();
             Ok(start + 1)
         } else {
+            let Some(mut frame) = self.frames.pop() else {
+                return Err(RuntimeError::new("internal: loop end without a loop"));
+            };
             self.progress.end(start);
             self.clear_indices(&frame.indices);
             self.loop_ended(&mut frame);
@@ -230,17 +240,21 @@ impl Worker<'_> {
         }
     }
 
-    /// Moves `frame` to its first iteration (when `fresh`) or the next one whose where clauses
-    /// hold; sets the index values. False when there is none.
-    fn first_valid(&mut self, frame: &mut Frame, fresh: bool) -> Result<bool> {
+    /// Moves the innermost loop to its first iteration (when `fresh`) or the next one whose
+    /// where clauses hold; sets the index values. False when there is none.
+    fn first_valid(&mut self, fresh: bool) -> Result<bool> {
+        let workers = self.workers as u64;
         let mut advance = !fresh;
         loop {
+            let Some(frame) = self.frames.last_mut() else {
+                return Err(RuntimeError::new("internal: a loop step without a loop"));
+            };
             if advance && !odometer(&mut frame.current, &frame.lo, &frame.hi) {
                 return Ok(false);
             }
             advance = true;
-            let workers = self.workers as u64;
-            if frame.manager == Manager::Static {
+            let manager = frame.manager;
+            if manager == Manager::Static {
                 let k = frame.seen;
                 frame.seen += 1;
                 if k % workers != self.rank as u64 {
@@ -251,13 +265,13 @@ impl Worker<'_> {
                 self.index_values[i.index()] = Some(*v);
             }
             let mut ok = true;
-            for &w in &frame.wheres {
+            for &w in self.frames.last().map_or(&[][..], |f| &f.wheres[..]) {
                 if !self.eval_bool(w)? {
                     ok = false;
                     break;
                 }
             }
-            if ok && frame.manager == Manager::Balanced {
+            if ok && manager == Manager::Balanced {
                 let k = self.pardo_counter;
                 self.pardo_counter += 1;
                 ok = k % workers == self.rank as u64;

@@ -64,14 +64,14 @@ impl Progress {
         }
     }
 
-    /// The pardo at `pc` is at iteration `done` of its iteration space.
-    pub(crate) fn step(&mut self, pc: usize, done: u64) {
+    /// The pardo at `pc` is at iteration `done()` of its iteration space (asked only when shown).
+    pub(crate) fn step(&mut self, pc: usize, done: impl FnOnce() -> u64) {
         let Some(p) = self.pardo.as_mut().filter(|p| p.pc == pc) else {
             return;
         };
         p.steps += 1;
         if p.steps % LOOK_EVERY == 0 {
-            p.show(done);
+            p.show(done());
         }
     }
 

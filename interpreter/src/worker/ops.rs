@@ -140,7 +140,7 @@ impl Worker<'_> {
                 let array = array.0;
                 self.tell_servers_from_every_worker(|from| ToServer::Delete { from, array })
             }
-            Op::Put { dst, op, value } => self.put(dst, *op, value, false),
+            Op::Put { dst, op, value } => self.put(dst, *op, value, None),
             Op::Print { item, newline } => self.print(item, *newline),
             Op::Execute { special, args } => self.execute(*special, args),
             Op::SetPersistent { object, label } => self.set_persistent(object, *label),
@@ -525,7 +525,7 @@ impl Worker<'_> {
                 block.shape = shape;
                 self.write_block(dst, block)?;
             }
-            Move::Put { dst, op, value, .. } => self.put(dst, op, value, true)?,
+            Move::Put { dst, op, value, .. } => self.put(dst, op, value, Some(key))?,
         }
         Ok(true)
     }
@@ -539,9 +539,15 @@ impl Worker<'_> {
     }
 
     /// `put`/`prepare`: the value goes to the block's server; the source may change right
-    /// after. With `dying`, a block source is a temp block of the innermost scope that nothing
-    /// reads afterwards (`move_through`): its data goes, not a copy.
-    fn put(&mut self, dst: &BlockRef, op: PutOp, value: &PutValue, dying: bool) -> Result<()> {
+    /// after. With `dying` (its key), a block source is a temp block of the innermost scope
+    /// that nothing reads afterwards (`move_through`): its data goes, not a copy.
+    fn put(
+        &mut self,
+        dst: &BlockRef,
+        op: PutOp,
+        value: &PutValue,
+        dying: Option<BlockKey>,
+    ) -> Result<()> {
         let (key, shape) = self.locate(dst)?;
         let (owner, array) = {
             let text = || self.block_text(dst.array, &key);
@@ -559,9 +565,8 @@ impl Worker<'_> {
                 {
                     return Ok(());
                 }
-                if dying {
+                if let Some(src_key) = dying {
                     drop(term);
-                    let (src_key, _) = self.locate(src)?;
                     match self.take_dying(src, &src_key) {
                         Some(b) => Payload::Block(b.data),
                         None => Payload::Block(self.read_block(src)?.into_owned()?.data),

@@ -361,7 +361,7 @@ mod avx512 {
     /// AVX-512F must be available and every run inside its block.
     #[target_feature(enable = "avx512f")]
     #[inline]
-    unsafe fn sweep<const R: usize, const C: usize>(
+    pub(super) unsafe fn sweep<const R: usize, const C: usize>(
         acc: [[__m512d; C]; R],
         (near, far): (&[f64], &[f64]),
         (a, b): ([usize; R], [usize; C]),
@@ -410,6 +410,76 @@ mod avx512 {
         sums
     }
 
+    /// `(first, step)` where `offsets` rise evenly (or are one offset).
+    pub(super) fn evenly(offsets: &[usize]) -> Option<(usize, usize)> {
+        let first = *offsets.first()?;
+        let step = match offsets.get(1) {
+            Some(o) => o.checked_sub(first)?,
+            None => 0,
+        };
+        let mut next = first;
+        for &o in offsets {
+            if o != next {
+                return None;
+            }
+            next = next.checked_add(step)?;
+        }
+        Some((first, step))
+    }
+
+    /// [`sweep`] where the rows and the columns lie evenly apart (`(first, step)`): the same
+    /// products in the same order, with two pointers a run instead of `R + C`.
+    ///
+    /// # Safety
+    /// As [`sweep`].
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    pub(super) unsafe fn sweep_even<const R: usize, const C: usize>(
+        acc: [[__m512d; C]; R],
+        (near, far): (&[f64], &[f64]),
+        ((a0, sa), (b0, sb)): ((usize, usize), (usize, usize)),
+        runs: (&[usize], &[usize]),
+        lane: usize,
+    ) -> [[__m512d; C]; R] {
+        let full = lane / LANES * LANES;
+        let tail = (1u8 << (lane - full)).wrapping_sub(1);
+        let mut sums = acc;
+        let (np, fp) = (near.as_ptr(), far.as_ptr());
+        for (&nr, &fr) in runs.0.iter().zip(runs.1) {
+            // SAFETY: as in `sweep`: row `r` is at `a0 + r * sa`, column `c` at `b0 + c * sb`.
+            unsafe {
+                let mut p = np.add(a0 + nr);
+                let mut q = fp.add(b0 + fr);
+                let end = p.add(full);
+                while p < end {
+                    let av: [__m512d; R] = std::array::from_fn(|r| _mm512_loadu_pd(p.add(r * sa)));
+                    for c in 0..C {
+                        let bv = _mm512_loadu_pd(q.add(c * sb));
+                        for (row, &a) in sums.iter_mut().zip(&av) {
+                            row[c] = _mm512_fmadd_pd(a, bv, row[c]);
+                        }
+                    }
+                    p = p.add(LANES);
+                    q = q.add(LANES);
+                }
+                if tail != 0 {
+                    let av: [__m512d; R] =
+                        std::array::from_fn(|r| _mm512_maskz_loadu_pd(tail, p.add(r * sa)));
+                    for c in 0..C {
+                        let bv = _mm512_maskz_loadu_pd(tail, q.add(c * sb));
+                        for (row, &a) in sums.iter_mut().zip(&av) {
+                            row[c] = _mm512_fmadd_pd(a, bv, row[c]);
+                        }
+                        // Keeps the next column's load after these FMAs: loaded all at once,
+                        // the columns took more registers than there are, and were spilled.
+                        std::arch::asm!("", options(nostack, preserves_flags));
+                    }
+                }
+            }
+        }
+        sums
+    }
+
     /// Rows `rows..rows + R` by columns `cols..cols + C` of dst, for the runs of one pass.
     ///
     /// # Safety
@@ -446,7 +516,12 @@ mod avx512 {
             })
         };
         // SAFETY: `check` and `fits` bound every run `offset..offset + lane` of the plan's offsets.
-        let acc = unsafe { sweep(acc, blocks, (a, b), runs, plan.lane) };
+        let acc = unsafe {
+            match (evenly(&a), evenly(&b)) {
+                (Some(a), Some(b)) => sweep_even(acc, blocks, (a, b), runs, plan.lane),
+                _ => sweep(acc, blocks, (a, b), runs, plan.lane),
+            }
+        };
         if !pass.last {
             for (r, row) in acc.iter().enumerate() {
                 for (c, v) in row.iter().enumerate() {
@@ -572,6 +647,60 @@ mod tests {
             }
         }
         assert!(results.iter().all(|r| *r == results[0]));
+    }
+
+    /// Rows and columns evenly apart take two pointers a run instead of one each: the same
+    /// products in the same order, the same bits.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn evenly_spaced_runs_change_no_bits() {
+        use std::arch::x86_64::{__m512d, _mm512_setzero_pd, _mm512_storeu_pd};
+        if !crate::packed::vector_kernel() {
+            return;
+        }
+        assert_eq!(avx512::evenly(&[7, 26, 45]), Some((7, 19)));
+        assert_eq!(avx512::evenly(&[7]), Some((7, 0)));
+        assert_eq!(avx512::evenly(&[7, 26, 46]), None);
+        assert_eq!(avx512::evenly(&[26, 7]), None);
+        let (near, far) = (
+            crate::testutil::random_vec(4000, 3),
+            crate::testutil::random_vec(4000, 4),
+        );
+        let (a, b) = ([3usize, 22, 41, 60, 79], [5usize, 40, 75, 110, 145]);
+        let runs: (Vec<usize>, Vec<usize>) = (
+            (0..9).map(|k| 200 * k).collect(),
+            (0..9).map(|k| 300 * k + 1).collect(),
+        );
+        let bits = |acc: [[__m512d; 5]; 5]| -> Vec<u64> {
+            let mut out = Vec::new();
+            for row in acc {
+                for v in row {
+                    let mut x = [0.0; LANES];
+                    // SAFETY: eight elements.
+                    unsafe { _mm512_storeu_pd(x.as_mut_ptr(), v) };
+                    out.extend(x.map(f64::to_bits));
+                }
+            }
+            out
+        };
+        for lane in [8, 19, 27] {
+            // SAFETY: AVX-512 is present; every run of `lane` lies inside the 4000 elements.
+            let (general, even) = unsafe {
+                let zero = [[_mm512_setzero_pd(); 5]; 5];
+                let blocks = (&near[..], &far[..]);
+                (
+                    avx512::sweep::<5, 5>(zero, blocks, (a, b), (&runs.0, &runs.1), lane),
+                    avx512::sweep_even::<5, 5>(
+                        zero,
+                        blocks,
+                        ((3, 19), (5, 35)),
+                        (&runs.0, &runs.1),
+                        lane,
+                    ),
+                )
+            };
+            assert_eq!(bits(general), bits(even), "lane {lane}");
+        }
     }
 
     #[test]

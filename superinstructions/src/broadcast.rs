@@ -246,8 +246,10 @@ mod avx512 {
     use super::{Broadcast, COLS, LANES, VECTORS};
     use std::arch::x86_64::{
         __m256d, __m512d, _mm256_fmadd_pd, _mm256_mask_storeu_pd, _mm256_maskz_loadu_pd,
-        _mm256_set1_pd, _mm256_setzero_pd, _mm512_castpd512_pd256, _mm512_fmadd_pd,
+        _mm256_set1_pd, _mm256_setzero_pd, _mm512_castpd256_pd512, _mm512_castpd512_pd256,
+        _mm512_extractf64x4_pd, _mm512_fmadd_pd, _mm512_insertf64x4, _mm512_loadu_pd,
         _mm512_mask_storeu_pd, _mm512_maskz_loadu_pd, _mm512_set1_pd, _mm512_setzero_pd,
+        _mm512_storeu_pd,
     };
 
     /// Rows past the last whole vector, up to this many, go in a half-width vector: on cores
@@ -258,6 +260,25 @@ mod avx512 {
     /// Rows up to this many (two vectors, or one and a half) take the vectors of two batch
     /// indices per tile, so that each broadcast element feeds twice as many FMAs.
     const PAIRED_ROWS: usize = 2 * LANES;
+
+    /// Rows of two or three vectors and up to a half (17 to 20, 25 to 28: water's 19 and
+    /// cc-pVTZ's 27 virtual orbitals) take two batch indices per tile, their ends joined
+    /// ([`joined`]), where they sum over at least this many indices: 19 rows summed over 5 ran
+    /// 1.4× slower so, over 8 1.1× slower, over 10–12 as fast or faster, over 19 1.1–1.35×
+    /// faster (docs/benchmarks.md, "Contractions as broadcast products: the ends of two batch
+    /// indices joined").
+    const JOINED_SUM: usize = 12;
+    /// The most rows whose ends are joined.
+    const JOINED_ROWS: usize = 3 * LANES + HALF;
+    /// Columns per call for two batch indices of three vectors and a joined end: 21 sums, 7
+    /// row vectors and a broadcast fill the 32 registers.
+    const JOINED_COLS: usize = 3;
+    /// Bytes of the two batch indices' rows over every summed index, at most, for three
+    /// vectors and a joined end: the narrower calls read them once per three columns instead
+    /// of five, from L1 only where they stay there (half of a 32 KiB L1). cc-pVTZ's `abck =
+    /// aec * ebk` (27 rows summed over 27: 11.7 KB) ran 1.2–1.3× faster joined, `aibj = amcj
+    /// * mibc` (summed over 135: 58 KB) 0.95×.
+    const JOINED_SLAB: usize = 16 << 10;
 
     /// Every element of dst: for each batch index, the rows by up to [`VECTORS`] vectors (the
     /// last one masked where the rows are not a multiple of 8, and half-width where at most
@@ -277,12 +298,23 @@ mod avx512 {
         beta: f64,
     ) {
         let n = plan.dst_cols.len();
-        // The columns in groups of `COLS`, in one call, then the rest.
-        let whole = n / COLS * COLS;
-        let groups = [0..whole, whole..n];
         let batches = plan.row_batch.len();
-        // Rows of two vectors or fewer take two batch indices per tile where there are two.
-        let paired = plan.rows <= PAIRED_ROWS;
+        // Rows of two vectors or fewer take two batch indices per tile where there are two;
+        // so do rows of two or three vectors and a half summed over at least `JOINED_SUM`
+        // indices, their ends joined.
+        let ends = plan.rows % LANES;
+        let sum = plan.row_sum.len();
+        let three = plan.rows > PAIRED_ROWS + HALF;
+        let joined = (PAIRED_ROWS..=JOINED_ROWS).contains(&plan.rows)
+            && (1..=HALF).contains(&ends)
+            && sum >= JOINED_SUM
+            && (!three || 2 * plan.rows * sum * std::mem::size_of::<f64>() <= JOINED_SLAB);
+        let paired = plan.rows <= PAIRED_ROWS || joined;
+        // The columns in groups of `COLS` (three where two batch indices of three vectors and
+        // a half leave registers for no more), in one call, then the rest.
+        let width = if joined && three { JOINED_COLS } else { COLS };
+        let whole = n / width * width;
+        let groups = [0..whole, whole..n];
         let mut batch = 0;
         while batch < batches {
             let b = if paired && batch + 1 < batches { 2 } else { 1 };
@@ -293,7 +325,7 @@ mod avx512 {
                 let half = tail > 0 && tail <= HALF;
                 let full = rows.div_ceil(LANES) - usize::from(half);
                 for cols in groups.iter().filter(|g| !g.is_empty()) {
-                    let c = if cols.end <= whole { COLS } else { cols.len() };
+                    let c = if cols.end <= whole { width } else { cols.len() };
                     let at = At {
                         batch,
                         rows: i0,
@@ -319,7 +351,7 @@ mod avx512 {
                     unsafe {
                         tiles!(
                             1 0 1, 2 0 1, 3 0 1, 4 0 1, 0 1 1, 1 1 1, 2 1 1, 3 1 1,
-                            1 0 2, 2 0 2, 0 1 2, 1 1 2
+                            1 0 2, 2 0 2, 1 1 2, 2 1 2, 3 1 2
                         )
                     }
                 }
@@ -394,13 +426,105 @@ mod avx512 {
                 std::array::from_fn(|b| std::array::from_fn(|c| base[b] + dc[c]));
             // SAFETY: the caller's contract.
             unsafe {
-                group::<V, H, C, B>(
-                    (rows, other),
-                    dst,
-                    (row, cols, out),
-                    (row_sum, other_sum),
-                    (masks, tail, beta),
-                );
+                if B == 2 && H == 1 {
+                    let pair = |x: [usize; B]| [x[0], x[B - 1]];
+                    let out = [out[0], out[B - 1]];
+                    joined::<V, C>(
+                        (rows, other),
+                        dst,
+                        (pair(row), cols, out),
+                        (row_sum, other_sum),
+                        (tail, beta),
+                    );
+                } else {
+                    group::<V, H, C, B>(
+                        (rows, other),
+                        dst,
+                        (row, cols, out),
+                        (row_sum, other_sum),
+                        (masks, tail, beta),
+                    );
+                }
+            }
+        }
+    }
+
+    /// [`group`] for two batch indices whose rows end `t <= HALF` past their last whole vector
+    /// (`tail`, the mask of `t` lanes): the two ends share one vector, the first batch index's
+    /// in its low half, the second's in its high half, instead of a half-width vector each. On
+    /// cores with two 512-bit FMA units a half-width FMA costs a whole one; 19 rows of two
+    /// batch indices then take 5 FMAs per broadcast element instead of 6. The ends are read
+    /// and written as half-width vectors, as before: whole-width masked stores across cache
+    /// lines held short sums back 1.4×. Each lane takes the same products in the same order:
+    /// the same bits.
+    ///
+    /// # Safety
+    /// As [`products`].
+    #[target_feature(enable = "avx512f,avx512vl,fma")]
+    #[inline]
+    unsafe fn joined<const V: usize, const C: usize>(
+        (rows, other): (&[f64], &[f64]),
+        dst: &mut [f64],
+        (row, cols, out): ([usize; 2], [usize; C], [[usize; C]; 2]),
+        (row_sum, other_sum): (&[usize], &[usize]),
+        (tail, beta): (u8, f64),
+    ) {
+        let mut sums = [[[_mm512_setzero_pd(); C]; V]; 2];
+        let mut ends = [_mm512_setzero_pd(); C];
+        let (rp, op) = (rows.as_ptr(), other.as_ptr());
+        for (&rs, &os) in row_sum.iter().zip(other_sum) {
+            // SAFETY: the caller's contract.
+            unsafe {
+                let av: [[__m512d; V]; 2] = std::array::from_fn(|b| {
+                    let p = rp.add(row[b] + rs);
+                    std::array::from_fn(|v| _mm512_loadu_pd(p.add(v * LANES)))
+                });
+                let [low, high] =
+                    row.map(|r| _mm256_maskz_loadu_pd(tail, rp.add(r + rs + V * LANES)));
+                let end = _mm512_insertf64x4::<1>(_mm512_castpd256_pd512(low), high);
+                for c in 0..C {
+                    let bv = _mm512_set1_pd(*op.add(os + cols[c]));
+                    for (sum, a) in sums.iter_mut().zip(&av) {
+                        for (s, &a) in sum.iter_mut().zip(a) {
+                            s[c] = _mm512_fmadd_pd(a, bv, s[c]);
+                        }
+                    }
+                    ends[c] = _mm512_fmadd_pd(end, bv, ends[c]);
+                }
+            }
+        }
+        let dp = dst.as_mut_ptr();
+        for c in 0..C {
+            for (b, sum) in sums.iter().enumerate() {
+                for (v, s) in sum.iter().enumerate() {
+                    // SAFETY: the caller's contract.
+                    unsafe {
+                        let p = dp.add(out[b][c] + v * LANES);
+                        let s = if beta == 0.0 {
+                            s[c]
+                        } else {
+                            _mm512_fmadd_pd(_mm512_set1_pd(beta), _mm512_loadu_pd(p), s[c])
+                        };
+                        _mm512_storeu_pd(p, s);
+                    }
+                }
+            }
+            let halves = [
+                _mm512_castpd512_pd256(ends[c]),
+                _mm512_extractf64x4_pd::<1>(ends[c]),
+            ];
+            for (o, h) in out.iter().zip(halves) {
+                // SAFETY: the caller's contract: the `t` rows past the whole vectors.
+                unsafe {
+                    let p = dp.add(o[c] + V * LANES);
+                    let s = if beta == 0.0 {
+                        h
+                    } else {
+                        let old = _mm256_maskz_loadu_pd(tail, p);
+                        _mm256_fmadd_pd(_mm256_set1_pd(beta), old, h)
+                    };
+                    _mm256_mask_storeu_pd(p, tail, s);
+                }
             }
         }
     }
@@ -559,6 +683,17 @@ mod tests {
         // test job's 9 rows with 9 batch indices above.
         for a in [8, 13, 16, 23, 33, 36, 40] {
             check("abck=amc*mbk", &|c: char| if c == 'a' { a } else { 3 });
+        }
+        // Rows of two and a half vectors summed long enough: the ends of two batch indices in
+        // one vector (3 batch indices: a pair and one alone).
+        for a in [17, 19, 20, 25, 27, 28] {
+            let ext = |c: char| match c {
+                'a' => a,
+                'm' => 12, // at least `avx512::JOINED_SUM`
+                _ => 3,
+            };
+            check("abck=amc*mbk", &ext);
+            check("abck=mbc*mak", &ext);
         }
     }
 

@@ -12,7 +12,10 @@
 //! 3 past 16 of water's 19 virtual orbitals) take a half-width vector, whose FMAs cost half
 //! as much on cores that split 512-bit ones (Zen 4). Rows of two vectors or fewer (the test
 //! job's 9 virtual orbitals) take two batch indices per call, so that each broadcast element
-//! feeds the FMAs of both. Nothing is copied; every block is read and
+//! feeds the FMAs of both, and the short ends of the two batch indices' rows share one vector
+//! (on cores with two 512-bit FMA units a half-width FMA costs a whole one); so do rows of two
+//! or three vectors and a half (water's 19, cc-pVTZ's 27) where the sums are long enough to
+//! pay for it. Nothing is copied; every block is read and
 //! written where it lies, through offset tables. Where dst's first label does not lead the
 //! block it lies in, as in `abck = mbc * mak` (`rccsdpt_aaa:1493`), that block, if small
 //! (water's `mak` holds 475 elements), is first copied with the label leading, and is the row

@@ -268,8 +268,8 @@ mod avx512 {
     /// cc-pVTZ's 27 virtual orbitals) take two batch indices per tile, their ends joined
     /// ([`joined`]), where they sum over at least this many indices: 19 rows summed over 5 ran
     /// 1.4× slower so, over 8 1.1× slower, over 10–12 as fast or faster, over 19 1.1–1.35×
-    /// faster (docs/benchmarks.md, "Contractions as broadcast products: the ends of two batch
-    /// indices joined").
+    /// faster (docs/benchmarks.md, "A second CPU: the issue's targets on a 2-core Intel Xeon
+    /// with two FMA units").
     const JOINED_SUM: usize = 12;
     /// The most rows whose ends are joined.
     const JOINED_ROWS: usize = 3 * LANES + HALF;

@@ -354,67 +354,51 @@ mod avx512 {
         kept: usize,
     }
 
-    /// `acc[r][c]` plus the products of the lane runs at `a[r] + near` and `b[c] + far` for every
-    /// pair `(near, far)` of `runs`, as vectors along the lane. It takes and returns the sums by
-    /// value and keeps them in a local: kept in an array that [`tile`] also used, or beside
-    /// reads through raw pointers from elsewhere, they were stored after every FMA (2×
-    /// slower).
-    ///
-    /// # Safety
-    /// AVX-512F must be available and every run inside its block.
-    #[target_feature(enable = "avx512f")]
-    #[inline]
-    pub(super) unsafe fn sweep<const R: usize, const C: usize>(
-        acc: [[__m512d; C]; R],
-        (near, far): (&[f64], &[f64]),
-        (a, b): ([usize; R], [usize; C]),
-        runs: (&[usize], &[usize]),
-        lane: usize,
-    ) -> [[__m512d; C]; R] {
-        let full = lane / LANES * LANES;
-        let tail = (1u8 << (lane - full)).wrapping_sub(1);
-        // Reads through the blocks' own (shared, so not aliasing) references, and sums in a
-        // local: with raw pointers from elsewhere the sums might have aliased them, and were
-        // stored after every FMA.
-        let mut sums = acc;
-        let (np, fp) = (near.as_ptr(), far.as_ptr());
-        for (&nr, &fr) in runs.0.iter().zip(runs.1) {
-            // SAFETY: the caller's contract: `x + LANES <= full <= lane` and the masked tail
-            // reads only the run's last `lane - full` elements.
-            unsafe {
-                let mut x = 0;
-                while x < full {
-                    let mut av = [_mm512_setzero_pd(); R];
-                    for r in 0..R {
-                        av[r] = _mm512_loadu_pd(np.add(a[r] + nr + x));
-                    }
-                    for c in 0..C {
-                        let bv = _mm512_loadu_pd(fp.add(b[c] + fr + x));
-                        for r in 0..R {
-                            sums[r][c] = _mm512_fmadd_pd(av[r], bv, sums[r][c]);
-                        }
-                    }
-                    x += LANES;
-                }
-                if tail != 0 {
-                    let mut av = [_mm512_setzero_pd(); R];
-                    for r in 0..R {
-                        av[r] = _mm512_maskz_loadu_pd(tail, np.add(a[r] + nr + full));
-                    }
-                    for c in 0..C {
-                        let bv = _mm512_maskz_loadu_pd(tail, fp.add(b[c] + fr + full));
-                        for r in 0..R {
-                            sums[r][c] = _mm512_fmadd_pd(av[r], bv, sums[r][c]);
-                        }
-                    }
-                }
-            }
-        }
-        sums
+    /// Where a tile's rows (or columns) start in their block, past each run's offset.
+    pub(super) trait Places: Copy {
+        /// Added to every run's offset once.
+        fn base(self) -> usize;
+        /// Row (column) `i` past the base.
+        fn at(self, i: usize) -> usize;
     }
 
-    /// `(first, step)` where `offsets` rise evenly (or are one offset).
-    pub(super) fn evenly(offsets: &[usize]) -> Option<(usize, usize)> {
+    /// Any offsets, from a table.
+    #[derive(Clone, Copy)]
+    pub(super) struct Table<const N: usize>(pub [usize; N]);
+
+    impl<const N: usize> Places for Table<N> {
+        #[inline(always)]
+        fn base(self) -> usize {
+            0
+        }
+        #[inline(always)]
+        fn at(self, i: usize) -> usize {
+            self.0[i]
+        }
+    }
+
+    /// Offsets evenly apart: one pointer a run for all of them, the others a step away (ten
+    /// pointers rebuilt per pair of runs, from bases spilled to the stack, bounded short lanes
+    /// on cores that issue two FMAs a cycle).
+    #[derive(Clone, Copy)]
+    pub(super) struct Even {
+        first: usize,
+        step: usize,
+    }
+
+    impl Places for Even {
+        #[inline(always)]
+        fn base(self) -> usize {
+            self.first
+        }
+        #[inline(always)]
+        fn at(self, i: usize) -> usize {
+            i * self.step
+        }
+    }
+
+    /// The offsets as [`Even`] where they rise evenly (or are one offset).
+    pub(super) fn evenly(offsets: &[usize]) -> Option<Even> {
         let first = *offsets.first()?;
         let step = match offsets.get(1) {
             Some(o) => o.checked_sub(first)?,
@@ -427,39 +411,48 @@ mod avx512 {
             }
             next = next.checked_add(step)?;
         }
-        Some((first, step))
+        Some(Even { first, step })
     }
 
-    /// [`sweep`] where the rows and the columns lie evenly apart (`(first, step)`): the same
-    /// products in the same order, with two pointers a run instead of `R + C`.
+    /// `acc[r][c]` plus the products of the lane runs of rows `a` and columns `b` for every
+    /// pair `(near, far)` of `runs`, as vectors along the lane. It takes and returns the sums
+    /// by value and keeps them in a local: kept in an array that [`tile`] also used, or beside
+    /// reads through raw pointers from elsewhere, they were stored after every FMA (2×
+    /// slower).
     ///
     /// # Safety
-    /// As [`sweep`].
+    /// AVX-512F must be available and every run inside its block.
     #[target_feature(enable = "avx512f")]
     #[inline]
-    pub(super) unsafe fn sweep_even<const R: usize, const C: usize>(
+    pub(super) unsafe fn sweep<const R: usize, const C: usize>(
         acc: [[__m512d; C]; R],
         (near, far): (&[f64], &[f64]),
-        ((a0, sa), (b0, sb)): ((usize, usize), (usize, usize)),
+        (a, b): (impl Places, impl Places),
         runs: (&[usize], &[usize]),
         lane: usize,
     ) -> [[__m512d; C]; R] {
         let full = lane / LANES * LANES;
         let tail = (1u8 << (lane - full)).wrapping_sub(1);
+        // Reads through the blocks' own (shared, so not aliasing) references, and sums in a
+        // local: with raw pointers from elsewhere the sums might have aliased them, and were
+        // stored after every FMA.
         let mut sums = acc;
         let (np, fp) = (near.as_ptr(), far.as_ptr());
         for (&nr, &fr) in runs.0.iter().zip(runs.1) {
-            // SAFETY: as in `sweep`: row `r` is at `a0 + r * sa`, column `c` at `b0 + c * sb`.
+            // SAFETY: the caller's contract: row `r` of the run starts at `a.base() + nr +
+            // a.at(r)`, column `c` at `b.base() + fr + b.at(c)`; the whole vectors end at
+            // `full <= lane` and the masked tail reads only the run's last `lane - full`
+            // elements.
             unsafe {
-                let mut p = np.add(a0 + nr);
-                let mut q = fp.add(b0 + fr);
+                let mut p = np.add(a.base() + nr);
+                let mut q = fp.add(b.base() + fr);
                 let end = p.add(full);
                 while p < end {
-                    let av: [__m512d; R] = std::array::from_fn(|r| _mm512_loadu_pd(p.add(r * sa)));
+                    let av: [__m512d; R] = std::array::from_fn(|r| _mm512_loadu_pd(p.add(a.at(r))));
                     for c in 0..C {
-                        let bv = _mm512_loadu_pd(q.add(c * sb));
-                        for (row, &a) in sums.iter_mut().zip(&av) {
-                            row[c] = _mm512_fmadd_pd(a, bv, row[c]);
+                        let bv = _mm512_loadu_pd(q.add(b.at(c)));
+                        for (row, &x) in sums.iter_mut().zip(&av) {
+                            row[c] = _mm512_fmadd_pd(x, bv, row[c]);
                         }
                     }
                     p = p.add(LANES);
@@ -467,11 +460,11 @@ mod avx512 {
                 }
                 if tail != 0 {
                     let av: [__m512d; R] =
-                        std::array::from_fn(|r| _mm512_maskz_loadu_pd(tail, p.add(r * sa)));
+                        std::array::from_fn(|r| _mm512_maskz_loadu_pd(tail, p.add(a.at(r))));
                     for c in 0..C {
-                        let bv = _mm512_maskz_loadu_pd(tail, q.add(c * sb));
-                        for (row, &a) in sums.iter_mut().zip(&av) {
-                            row[c] = _mm512_fmadd_pd(a, bv, row[c]);
+                        let bv = _mm512_maskz_loadu_pd(tail, q.add(b.at(c)));
+                        for (row, &x) in sums.iter_mut().zip(&av) {
+                            row[c] = _mm512_fmadd_pd(x, bv, row[c]);
                         }
                         // Keeps the next column's load after these FMAs: loaded all at once,
                         // the columns took more registers than there are, and were spilled.
@@ -521,8 +514,10 @@ mod avx512 {
         // SAFETY: `check` and `fits` bound every run `offset..offset + lane` of the plan's offsets.
         let acc = unsafe {
             match (evenly(&a), evenly(&b)) {
-                (Some(a), Some(b)) => sweep_even(acc, blocks, (a, b), runs, plan.lane),
-                _ => sweep(acc, blocks, (a, b), runs, plan.lane),
+                (Some(a), Some(b)) => sweep(acc, blocks, (a, b), runs, plan.lane),
+                (Some(a), None) => sweep(acc, blocks, (a, Table(b)), runs, plan.lane),
+                (None, Some(b)) => sweep(acc, blocks, (Table(a), b), runs, plan.lane),
+                (None, None) => sweep(acc, blocks, (Table(a), Table(b)), runs, plan.lane),
             }
         };
         if !pass.last {
@@ -652,8 +647,8 @@ mod tests {
         assert!(results.iter().all(|r| *r == results[0]));
     }
 
-    /// Rows and columns evenly apart take two pointers a run instead of one each: the same
-    /// products in the same order, the same bits.
+    /// Rows and columns evenly apart take one pointer a run each instead of one per row and
+    /// column: the same products in the same order, the same bits.
     #[cfg(target_arch = "x86_64")]
     #[test]
     fn evenly_spaced_runs_change_no_bits() {
@@ -661,10 +656,12 @@ mod tests {
         if !crate::packed::vector_kernel() {
             return;
         }
-        assert_eq!(avx512::evenly(&[7, 26, 45]), Some((7, 19)));
-        assert_eq!(avx512::evenly(&[7]), Some((7, 0)));
-        assert_eq!(avx512::evenly(&[7, 26, 46]), None);
-        assert_eq!(avx512::evenly(&[26, 7]), None);
+        use avx512::{Places, Table, evenly};
+        let even = |o: &[usize]| evenly(o).map(|e| (e.base(), e.at(1)));
+        assert_eq!(even(&[7, 26, 45]), Some((7, 19)));
+        assert_eq!(even(&[7]), Some((7, 0)));
+        assert_eq!(even(&[7, 26, 46]), None);
+        assert_eq!(even(&[26, 7]), None);
         let (near, far) = (
             crate::testutil::random_vec(4000, 3),
             crate::testutil::random_vec(4000, 4),
@@ -686,23 +683,21 @@ mod tests {
             }
             out
         };
+        let (ea, eb) = (evenly(&a).unwrap(), evenly(&b).unwrap());
         for lane in [8, 19, 27] {
             // SAFETY: AVX-512 is present; every run of `lane` lies inside the 4000 elements.
-            let (general, even) = unsafe {
+            let [tables, evens, mixed] = unsafe {
                 let zero = [[_mm512_setzero_pd(); 5]; 5];
                 let blocks = (&near[..], &far[..]);
-                (
-                    avx512::sweep::<5, 5>(zero, blocks, (a, b), (&runs.0, &runs.1), lane),
-                    avx512::sweep_even::<5, 5>(
-                        zero,
-                        blocks,
-                        ((3, 19), (5, 35)),
-                        (&runs.0, &runs.1),
-                        lane,
-                    ),
-                )
+                let runs = (&runs.0[..], &runs.1[..]);
+                [
+                    avx512::sweep::<5, 5>(zero, blocks, (Table(a), Table(b)), runs, lane),
+                    avx512::sweep::<5, 5>(zero, blocks, (ea, eb), runs, lane),
+                    avx512::sweep::<5, 5>(zero, blocks, (Table(a), eb), runs, lane),
+                ]
             };
-            assert_eq!(bits(general), bits(even), "lane {lane}");
+            assert_eq!(bits(tables), bits(evens), "lane {lane}");
+            assert_eq!(bits(tables), bits(mixed), "lane {lane}");
         }
     }
 

@@ -713,13 +713,14 @@ fn cut(a: Loop, b: Loop, stream: bool) -> Cut {
 /// 16⁴ and 24⁴ ran 1.2–1.6× faster so where the tiles were staged, narrow or square, and
 /// streamed 32⁴ and 48⁴ 1.1–2× (docs/benchmarks.md, "Permutations: 8 × 8 blocks for every
 /// plane", "... streamed"). Except the narrow and mirror cuts whose tiles are longer than a
-/// tile (32⁴ `[2,0,1,3]`, 48⁴ `[3,0,2,1]`, 24⁴ `[1,2,3,0]`): their long runs keep few pages
-/// in use, and the 8 × 8 blocks, which cross all the plane's rows for each column of blocks,
-/// lost 1.05–1.2× there.
+/// tile (32⁴ `[2,0,1,3]`, 48⁴ `[3,0,2,1]`): their long runs keep few pages in use, and the
+/// 8 × 8 blocks, which cross all the plane's rows for each column of blocks, lost 1.05–1.2×
+/// there. Slender planes (`[1,2,3,0]` of a 4-index block: thousands of short source rows, a
+/// few long destination rows) go in 8 × 8 blocks too, walked in strips ([`tile::slender`]).
 fn in_eights(a: Loop, b: Loop, cut: &Cut) -> bool {
     let (across, along) = cut.tiles;
     let long_and_thin = across.min(along) <= NARROW && across.max(along) > TILE;
-    !long_and_thin && tile::eight_wide(a.n, b.n)
+    (!long_and_thin || tile::slender(a.n, b.n)) && tile::eight_wide(a.n, b.n)
 }
 
 /// Rows per L1 set past which a narrow or mirror cut's short side evicts its own lines, and
@@ -1222,7 +1223,14 @@ mod tests {
     #[test]
     fn eight_wide_planes_go_in_blocks() -> Result<(), KernelError> {
         let eights = tile::eight_wide(8, 8);
-        let cases: [(&[usize], &[usize], bool); 7] = [
+        let cases: [(&[usize], &[usize], bool); 10] = [
+            // Slender planes, in strips: 4,096 source rows of 16; 1,096 of 16 (the last strip
+            // short); 256 planes of 1,024 rows of 8.
+            (&[16, 16, 16, 16], &[1, 2, 3, 0], eights),
+            (&[16, 8, 137], &[1, 2, 0], eights),
+            (&[8, 32, 32, 4, 2], &[1, 2, 0, 3, 4], eights),
+            // Their mirror keeps the narrow cut.
+            (&[32, 32, 32, 32], &[3, 0, 1, 2], false),
             // One tile, batch along the destination's rows (`batch.ds == na`).
             (&[16, 16, 16, 16], &[2, 1, 0, 3], eights),
             // The reversal.
@@ -1233,8 +1241,6 @@ mod tests {
             (&[24, 24, 24, 24], &[3, 1, 0, 2], eights),
             // A single plane (no outer loop).
             (&[16, 16, 16, 16], &[2, 3, 0, 1], eights),
-            // A narrow cut longer than a tile.
-            (&[32, 32, 32, 32], &[2, 0, 1, 3], false),
             // Extents not multiples of 8.
             (&[12, 12, 12, 12], &[3, 2, 1, 0], false),
         ];

@@ -110,6 +110,31 @@ pub(super) fn eight_wide(na: usize, nb: usize) -> bool {
     }
 }
 
+/// Whether an `na × nb` plane is slender: many source rows ([`MANY`] or more), each at most
+/// [`SHORT`] elements long, and so a few long destination rows, as the `[1,2,3,0]` of a 32⁴
+/// block (32,768 source rows of 32 elements) or its `[1,2,0,3]` (32 planes of 1,024 rows of
+/// 32). The 8 × 8 kernel walks such a plane in strips of source rows ([`STRIP`]): a column of
+/// blocks down the whole plane read one line of each of thousands of source rows before the
+/// next line of any, and the mirror cut of tiles (`permute::cut`) moved them 4 × 4 at a time;
+/// in strips, 32⁴ and 48⁴ `[1,2,3,0]` and `[1,2,0,3]` ran 1.4–2.1× as fast, 16⁴ and 24⁴
+/// `[1,2,3,0]` 1.3–1.5× (docs/benchmarks.md, "Permutations: slender planes in strips"). The
+/// mirror, many short destination rows (`[3,0,1,2]`, `[2,0,1,3]`), keeps the narrow cut: in
+/// strips it gained on 16⁴ and 24⁴ but lost up to 1.35× on 32⁴ and 48⁴.
+pub(super) fn slender(na: usize, nb: usize) -> bool {
+    nb <= SHORT && na >= MANY
+}
+
+/// A slender plane's source rows are at most this long (512 bytes)...
+const SHORT: usize = 64;
+/// ...and it has at least this many of them.
+const MANY: usize = 1024;
+/// Source rows per strip: a strip (at most 64 rows of 64 elements, 32 KiB) stays in L1 while
+/// its 8 × 8 blocks move, and each destination row is written 512 bytes on end. Strips of 8
+/// (one block) left 16⁴ `[1,2,3,0]` at 0.5 of memcpy; strips of 32–256 took it to 0.6–0.8
+/// (64 best with the blocks in memory).
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+const STRIP: usize = 64;
+
 /// [`transpose`] of `batch.n` tiles, tile `r` moved by `r * batch.ds` in the destination and
 /// `r * batch.ss` in the source, in one call: for permutations whose planes are single small
 /// tiles (an 8⁶ block has 4,096 planes of 8 × 8), where a call and its checks per tile cost
@@ -382,6 +407,10 @@ mod avx512 {
         ahead: Ahead,
     ) {
         let a = _mm512_set1_pd(alpha);
+        if super::slender(t.na, t.nb) {
+            // SAFETY: the caller's contract, passed on.
+            return unsafe { strips::<ADD, NT>(dst, src, t, a, ahead) };
+        }
         if super::one_set(t.src_row) && t.na >= 8 * SIDE_BY_SIDE && t.nb >= 8 * SIDE_BY_SIDE {
             // SAFETY: the caller's contract, passed on.
             return unsafe { crowded::<ADD, NT>(dst, src, t, a, ahead) };
@@ -394,6 +423,37 @@ mod avx512 {
                     let d = dst.add(t.d0 + k * t.dst_row + i);
                     let s = src.add(t.s0 + i * t.src_row + k);
                     block::<ADD, NT>(d, t.dst_row, (s, t.src_row, ahead), a);
+                }
+            }
+        }
+    }
+
+    /// [`transpose`] of a slender tile ([`super::slender`]) in strips of [`super::STRIP`]
+    /// source rows: each strip's rows are read once, in a run, its blocks taken a row of
+    /// blocks (8 destination rows) across the strip at a time, so that each destination row
+    /// is written a run of the strip's length.
+    ///
+    /// # Safety
+    /// As [`transpose`].
+    #[target_feature(enable = "avx512f")]
+    unsafe fn strips<const ADD: bool, const NT: bool>(
+        dst: *mut f64,
+        src: *const f64,
+        t: Tile,
+        a: __m512d,
+        ahead: Ahead,
+    ) {
+        for i0 in (0..t.na).step_by(super::STRIP) {
+            let i_end = t.na.min(i0 + super::STRIP);
+            for k in (0..t.nb).step_by(8) {
+                for i in (i0..i_end).step_by(8) {
+                    // SAFETY: rows `k..k + 8 <= nb` and columns `i..i + 8 <= na` of the
+                    // tile, which the caller checked.
+                    unsafe {
+                        let d = dst.add(t.d0 + k * t.dst_row + i);
+                        let s = src.add(t.s0 + i * t.src_row + k);
+                        block::<ADD, NT>(d, t.dst_row, (s, t.src_row, ahead), a);
+                    }
                 }
             }
         }

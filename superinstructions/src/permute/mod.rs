@@ -1223,7 +1223,9 @@ mod tests {
     #[test]
     fn eight_wide_planes_go_in_blocks() -> Result<(), KernelError> {
         let eights = tile::eight_wide(8, 8);
-        let cases: [(&[usize], &[usize], bool); 10] = [
+        let cases: [(&[usize], &[usize], bool); 11] = [
+            // A batch of planes beyond L2 (2.6 MiB), in strips.
+            (&[24, 24, 24, 24], &[3, 2, 1, 0], eights),
             // Slender planes, in strips: 4,096 source rows of 16; 1,096 of 16 (the last strip
             // short); 256 planes of 1,024 rows of 8.
             (&[16, 16, 16, 16], &[1, 2, 3, 0], eights),

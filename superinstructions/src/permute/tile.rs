@@ -155,13 +155,10 @@ pub(super) fn transpose_batch<S: Store>(
         // SAFETY: AVX (and AVX-512F where `eight_wide`) is present, every tile of the batch
         // lies inside the buffers (above), and `dst` and `src` are distinct borrows.
         unsafe {
+            let walk = (batch, ahead, in_l2(dst));
             match (st.alpha(), eight_wide(tile.na, tile.nb)) {
-                (None, true) => {
-                    avx512::transpose_batch::<false, false>(d, s, tile, (batch, ahead), 0.0)
-                }
-                (Some(a), true) => {
-                    avx512::transpose_batch::<true, false>(d, s, tile, (batch, ahead), a)
-                }
+                (None, true) => avx512::transpose_batch::<false, false>(d, s, tile, walk, 0.0),
+                (Some(a), true) => avx512::transpose_batch::<true, false>(d, s, tile, walk, a),
                 (None, false) => avx::transpose_batch::<false>(d, s, tile, batch, 0.0),
                 (Some(a), false) => avx::transpose_batch::<true>(d, s, tile, batch, a),
             }
@@ -173,6 +170,13 @@ pub(super) fn transpose_batch<S: Store>(
     for r in 0..batch.n {
         transpose(dst, src, tile.along(batch, r), st);
     }
+}
+
+/// Whether a destination fits in L2 ([`crate::L2_BYTES`]), and so, in a hot loop, its source
+/// most likely too: the 8 × 8 kernel's order for a batch depends on it.
+#[cfg(target_arch = "x86_64")]
+fn in_l2(dst: &[f64]) -> bool {
+    std::mem::size_of_val(dst) <= crate::L2_BYTES
 }
 
 /// How far in the source the tiles a permutation moves next lie (0: none, or not known), so
@@ -275,7 +279,7 @@ pub(super) fn transpose_batch_streamed(
                     dst.as_mut_ptr(),
                     src.as_ptr(),
                     tile,
-                    (batch, ahead),
+                    (batch, ahead, in_l2(dst)),
                     0.0,
                 )
             };
@@ -409,7 +413,7 @@ mod avx512 {
         let a = _mm512_set1_pd(alpha);
         if super::slender(t.na, t.nb) {
             // SAFETY: the caller's contract, passed on.
-            return unsafe { strips::<ADD, NT>(dst, src, t, a, ahead) };
+            return unsafe { strips::<ADD, NT>(dst, src, (t, Loop::ONCE), a, ahead) };
         }
         if super::one_set(t.src_row) && t.na >= 8 * SIDE_BY_SIDE && t.nb >= 8 * SIDE_BY_SIDE {
             // SAFETY: the caller's contract, passed on.
@@ -428,31 +432,34 @@ mod avx512 {
         }
     }
 
-    /// [`transpose`] of a slender tile ([`super::slender`]) in strips of [`super::STRIP`]
-    /// source rows: each strip's rows are read once, in a run, its blocks taken a row of
-    /// blocks (8 destination rows) across the strip at a time, so that each destination row
-    /// is written a run of the strip's length.
+    /// The `batch.n` tiles of a batch (one for a slender tile, [`super::slender`]) in strips
+    /// of [`super::STRIP`] source rows: in each strip, tile after tile, a row of blocks (8
+    /// destination rows) across the strip at a time, so that the strip's source rows are read
+    /// once, each in a run, and each destination row is written a run of the strip's length.
     ///
     /// # Safety
-    /// As [`transpose`].
+    /// As [`transpose`], for every tile of the batch.
     #[target_feature(enable = "avx512f")]
     unsafe fn strips<const ADD: bool, const NT: bool>(
         dst: *mut f64,
         src: *const f64,
-        t: Tile,
+        (t, batch): (Tile, Loop),
         a: __m512d,
         ahead: Ahead,
     ) {
         for i0 in (0..t.na).step_by(super::STRIP) {
             let i_end = t.na.min(i0 + super::STRIP);
-            for k in (0..t.nb).step_by(8) {
-                for i in (i0..i_end).step_by(8) {
-                    // SAFETY: rows `k..k + 8 <= nb` and columns `i..i + 8 <= na` of the
-                    // tile, which the caller checked.
-                    unsafe {
-                        let d = dst.add(t.d0 + k * t.dst_row + i);
-                        let s = src.add(t.s0 + i * t.src_row + k);
-                        block::<ADD, NT>(d, t.dst_row, (s, t.src_row, ahead), a);
+            for r in 0..batch.n {
+                let t = t.along(batch, r);
+                for k in (0..t.nb).step_by(8) {
+                    for i in (i0..i_end).step_by(8) {
+                        // SAFETY: rows `k..k + 8 <= nb` and columns `i..i + 8 <= na` of tile
+                        // `r`, which the caller checked.
+                        unsafe {
+                            let d = dst.add(t.d0 + k * t.dst_row + i);
+                            let s = src.add(t.s0 + i * t.src_row + k);
+                            block::<ADD, NT>(d, t.dst_row, (s, t.src_row, ahead), a);
+                        }
                     }
                 }
             }
@@ -576,6 +583,12 @@ mod avx512 {
     /// blocks): 16⁴ `[2,1,0,3]` ran 2.3× slower so than with the destination 512 bytes
     /// further, and as fast across the tiles (docs/benchmarks.md, "Permutations: 8 × 8 blocks
     /// for every plane"). Elsewhere (`[1,0,2,3]`, `[2,0,3,1]`) going across lost 1.1–1.5×.
+    /// That holds where the block fits in L2 (`in_l2`, 16⁴); a larger block's batch goes in
+    /// [`strips`] of source rows, tile after tile in each strip: the 32⁴ and 48⁴ reversals ran
+    /// 1.4–1.8× as fast so, `[3,2,0,1]` of 48⁴ 2.4×, and `[3,1,2,0]` of 24⁴ 1.3× (1.7× from
+    /// memory), where across the tiles each pass over a block position read a line of every
+    /// tile's rows from L3 or memory for one 8-element column of each (docs/benchmarks.md,
+    /// "Permutations: batches beyond L2 in strips").
     ///
     /// # Safety
     /// AVX-512F must be available and every tile of the batch in bounds of `dst` and `src`.
@@ -584,7 +597,7 @@ mod avx512 {
         dst: *mut f64,
         src: *const f64,
         t: Tile,
-        (batch, ahead): (Loop, Ahead),
+        (batch, ahead, in_l2): (Loop, Ahead, bool),
         alpha: f64,
     ) {
         if batch.ds != t.na {
@@ -595,6 +608,12 @@ mod avx512 {
             return;
         }
         let a = _mm512_set1_pd(alpha);
+        // Tiles one block wide (8⁶) are walked in the same order either way, and faster by
+        // the loop across.
+        if !in_l2 && t.na > 8 {
+            // SAFETY: the caller's contract, passed on.
+            return unsafe { strips::<ADD, NT>(dst, src, (t, batch), a, ahead) };
+        }
         for k in (0..t.nb).step_by(8) {
             for i in (0..t.na).step_by(8) {
                 for r in 0..batch.n {
@@ -1006,6 +1025,48 @@ mod tests {
             transpose(&mut fast, &src, tile, AddScaled(-0.7));
             by_rows(&mut slow, &src, tile, AddScaled(-0.7));
             assert_eq!(fast, slow, "accumulate {na}x{nb}");
+        }
+    }
+
+    /// Tiles side by side in the destination (`batch.ds == na`), taken across the tiles while
+    /// the destination fits in L2 and in strips beyond it (here 1.2 MB, strips of 64 rows and
+    /// one of 8), give what the tiles one by one give.
+    #[test]
+    fn a_batch_across_or_in_strips_is_its_tiles_one_by_one() {
+        let (na, nb) = (72, 16);
+        for count in [2, 128] {
+            let tile = Tile {
+                d0: 0,
+                s0: 0,
+                na,
+                nb,
+                src_row: nb,
+                dst_row: na * count,
+            };
+            let batch = Loop {
+                n: count,
+                ds: na,
+                ss: na * nb,
+            };
+            let src = random_vec(count * na * nb, count as u64);
+            let start = random_vec(count * na * nb, 5);
+            for add in [false, true] {
+                let (mut batched, mut single) = (start.clone(), start.clone());
+                for r in 0..count {
+                    let t = tile.along(batch, r);
+                    if add {
+                        by_rows(&mut single, &src, t, AddScaled(0.3));
+                    } else {
+                        by_rows(&mut single, &src, t, Assign);
+                    }
+                }
+                if add {
+                    transpose_batch(&mut batched, &src, tile, (batch, Ahead(0)), AddScaled(0.3));
+                } else {
+                    transpose_batch(&mut batched, &src, tile, (batch, Ahead(0)), Assign);
+                }
+                assert_eq!(batched, single, "{count} tiles, add {add}");
+            }
         }
     }
 

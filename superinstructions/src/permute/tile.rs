@@ -117,7 +117,8 @@ pub(super) fn eight_wide(na: usize, nb: usize) -> bool {
 /// blocks down the whole plane read one line of each of thousands of source rows before the
 /// next line of any, and the mirror cut of tiles (`permute::cut`) moved them 4 × 4 at a time;
 /// in strips, 32⁴ and 48⁴ `[1,2,3,0]` and `[1,2,0,3]` ran 1.4–2.1× as fast, 16⁴ and 24⁴
-/// `[1,2,3,0]` 1.3–1.5× (docs/benchmarks.md, "Permutations: slender planes in strips"). The
+/// `[1,2,3,0]` 1.3–1.7× (docs/benchmarks.md, "Permutations: slender planes and batches beyond
+/// L2 in strips"). The
 /// mirror, many short destination rows (`[3,0,1,2]`, `[2,0,1,3]`), keeps the narrow cut: in
 /// strips it gained on 16⁴ and 24⁴ but lost up to 1.35× on 32⁴ and 48⁴.
 pub(super) fn slender(na: usize, nb: usize) -> bool {
@@ -172,8 +173,8 @@ pub(super) fn transpose_batch<S: Store>(
     }
 }
 
-/// Whether a destination fits in L2 ([`crate::L2_BYTES`]), and so, in a hot loop, its source
-/// most likely too: the 8 × 8 kernel's order for a batch depends on it.
+/// Whether a destination (and so its source, as large) fits in L2 ([`crate::L2_BYTES`]): the
+/// 8 × 8 kernel's order for a batch depends on it.
 #[cfg(target_arch = "x86_64")]
 fn in_l2(dst: &[f64]) -> bool {
     std::mem::size_of_val(dst) <= crate::L2_BYTES
@@ -585,10 +586,10 @@ mod avx512 {
     /// for every plane"). Elsewhere (`[1,0,2,3]`, `[2,0,3,1]`) going across lost 1.1–1.5×.
     /// That holds where the block fits in L2 (`in_l2`, 16⁴); a larger block's batch goes in
     /// [`strips`] of source rows, tile after tile in each strip: the 32⁴ and 48⁴ reversals ran
-    /// 1.4–1.8× as fast so, `[3,2,0,1]` of 48⁴ 2.4×, and `[3,1,2,0]` of 24⁴ 1.3× (1.7× from
+    /// 1.4–1.6× as fast so, `[3,2,0,1]` of 48⁴ 2.4×, and `[3,1,2,0]` of 24⁴ 1.5× (1.7× from
     /// memory), where across the tiles each pass over a block position read a line of every
     /// tile's rows from L3 or memory for one 8-element column of each (docs/benchmarks.md,
-    /// "Permutations: batches beyond L2 in strips").
+    /// "Permutations: slender planes and batches beyond L2 in strips").
     ///
     /// # Safety
     /// AVX-512F must be available and every tile of the batch in bounds of `dst` and `src`.

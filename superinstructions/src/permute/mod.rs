@@ -11,7 +11,8 @@
 //!    turns e.g. `[2,3,0,1]` on a 40⁴ block into a 1600×1600 transpose, and a permutation that
 //!    keeps the first dimension into a loop of contiguous `memcpy`-like runs;
 //! 2. if the first dimension is still stride-1 in both, copies contiguous runs, in the
-//!    source's order ([`in_source_order`]);
+//!    source's order ([`in_source_order`]), or in strips where that order would write the
+//!    destination's neighbouring runs far apart in time ([`runs_in_strips`]);
 //! 3. otherwise tiles the two dimensions that are fastest in the source and in the destination,
 //!    so each tile of source and destination stays in L1 while it is transposed, and loops over
 //!    the remaining dimensions outside the tiles; the tiles are square, or narrow and long where

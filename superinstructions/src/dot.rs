@@ -9,11 +9,11 @@
 //! far[c, g, κ]`, with the other block copied so that the lane comes first in it too (a copy of
 //! the smaller block, or none where the lane has unit stride in both). The AVX-512 kernel keeps
 //! 5 × 5 (or 4 × 5) elements of dst as 25 (20) vector sums along the lane, for all of `κ`, and
-//! adds up each vector's lanes at the end; where a tile's rows (or columns) lie evenly apart, it
-//! moves one pointer for them per pair of runs instead of computing one each (on cores that
-//! issue two FMAs a cycle that bookkeeping, not the FMAs, bounded short lanes). Sums run in another order
-//! than a GEMM's: results agree with it to rounding (tested against a naive loop to 1e-12
-//! relative).
+//! adds up each vector's lanes at the end; where a tile's rows (or columns) lie evenly apart,
+//! it moves one pointer for them per pair of runs instead of computing one each (on cores
+//! that issue two FMAs a cycle that bookkeeping, not the FMAs, bounded short lanes). Sums run
+//! in another order than a GEMM's: results agree with it to rounding (tested against a naive
+//! loop to 1e-12 relative).
 
 use crate::batched::{Blocks, Copy, Dim};
 use crate::error::KernelError;

@@ -1280,9 +1280,8 @@ mod tests {
         Ok(())
     }
 
-    /// Planes whose extents are multiples of 8 go in 8 × 8 blocks where the CPU has AVX-512,
-    /// whatever their tiles (one tile, staged, narrow, a single plane, streamed), except
-    /// narrow cuts longer than a tile; the values are the same either way.
+    /// Runs whose neighbours in the destination come last in the source's order, at least
+    /// `RUN_GAP` runs apart, go in strips; the values are the same either way.
     #[test]
     fn runs_whose_destination_neighbours_come_last_go_in_strips() -> Result<(), KernelError> {
         let cases: [(&[usize], &[usize], bool); 5] = [
@@ -1306,6 +1305,10 @@ mod tests {
         Ok(())
     }
 
+    /// Planes whose extents are multiples of 8 go in 8 × 8 blocks where the CPU has AVX-512,
+    /// whatever their tiles (one tile, staged, narrow, a single plane, streamed), except
+    /// narrow cuts longer than a tile that are not slender; the values are the same either
+    /// way.
     #[test]
     fn eight_wide_planes_go_in_blocks() -> Result<(), KernelError> {
         let eights = tile::eight_wide(8, 8);

@@ -118,9 +118,8 @@ pub(super) fn eight_wide(na: usize, nb: usize) -> bool {
 /// next line of any, and the mirror cut of tiles (`permute::cut`) moved them 4 × 4 at a time;
 /// in strips, 32⁴ and 48⁴ `[1,2,3,0]` and `[1,2,0,3]` ran 1.4–2.1× as fast, 16⁴ and 24⁴
 /// `[1,2,3,0]` 1.3–1.7× (docs/benchmarks.md, "Permutations: slender planes and batches beyond
-/// L2 in strips"). The
-/// mirror, many short destination rows (`[3,0,1,2]`, `[2,0,1,3]`), keeps the narrow cut: in
-/// strips it gained on 16⁴ and 24⁴ but lost up to 1.35× on 32⁴ and 48⁴.
+/// L2 in strips"). The mirror, many short destination rows (`[3,0,1,2]`, `[2,0,1,3]`), keeps
+/// the narrow cut: in strips it gained on 16⁴ and 24⁴ but lost up to 1.35× on 32⁴ and 48⁴.
 pub(super) fn slender(na: usize, nb: usize) -> bool {
     nb <= SHORT && na >= MANY
 }

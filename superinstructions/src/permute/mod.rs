@@ -327,7 +327,7 @@ fn run<S: Store>(dst: &mut [f64], src: &[f64], loops: &Loops, st: S, may_stream:
     let outer = outer.as_slice();
     // A plain copy may bypass the caches where the destination allows it.
     let may_stream = may_stream && st.alpha().is_none();
-    let cut = cut(a, b, may_stream && streams(dst, a));
+    let cut = cut(a, b, (may_stream && streams(dst, a)).then(Streaming::here));
     // Planes of one tile that need neither staging nor streaming, and planes in 8 × 8 blocks:
     // the planes along the first outer loop go to the kernel in one call.
     let one_tile = !cut.staged && !cut.stream && cut.tiles == (a.n, b.n) && !outer.is_empty();
@@ -686,21 +686,75 @@ impl Scratch {
 }
 
 /// Whether the destination's rows may bypass the caches ([`tile::transpose_streamed`]) where
-/// the permutation is a plain copy: a destination of at least [`STREAM_FROM`] elements, on a
+/// the permutation is a plain copy: a destination of at least [`Streaming::from`] elements, on a
 /// cache line, whose rows (`a`) are whole lines. Such a block would not stay in the caches
 /// anyway, and writing it through them first reads every line in, while its rows, thousands
 /// of bytes apart on power-of-two extents, evict each other (docs/benchmarks.md,
 /// "Permutations that stream their destination").
 fn streams(dst: &[f64], a: Loop) -> bool {
-    dst.len() >= STREAM_FROM
+    dst.len() >= Streaming::here().from
         && dst.as_ptr().align_offset(64) == 0
         && a.n.is_multiple_of(LINE)
         && tile::can_stream()
 }
 
-/// Destinations of at least this many elements (4 MiB) may stream ([`streams`]): smaller
-/// blocks of the benchmarks (24⁴, 2.5 MiB) lost by it.
-const STREAM_FROM: usize = 1 << 19;
+/// Where a plain copy's destination may bypass the caches on this CPU ([`streams`], [`cut`]).
+/// A block past L2 written through the caches goes on to L3, and whether that beats writing
+/// it to memory depends on the L3: on Zen 4 the 24⁴ blocks (2.5 MiB) ran faster through it,
+/// hot and from memory, and their 24-row planes streamed lost up to 2×; on an Intel Xeon (L2
+/// 2 MiB, a mesh L3) streamed they ran up to 1.7× as fast hot and 3.2× from memory, where 4
+/// of them had stayed under half of memcpy (docs/benchmarks.md, "Permutations: destinations
+/// from 2 MiB streamed on Intel").
+#[derive(Clone, Copy, Debug)]
+struct Streaming {
+    /// Destinations of at least this many elements stream...
+    from: usize,
+    /// ...and with them planes in 8 × 8 blocks whose destination rows are shorter than
+    /// [`STREAM_ROW`] (each row a whole number of lines).
+    short_rows: bool,
+}
+
+impl Streaming {
+    /// From 4 MiB, rows of at least [`STREAM_ROW`]: measured on Zen 4.
+    const LONG_ROWS: Streaming = Streaming {
+        from: 1 << 19,
+        short_rows: false,
+    };
+    /// From 2 MiB, rows of whole lines: measured on an Intel Xeon.
+    const LINES: Streaming = Streaming {
+        from: 1 << 18,
+        short_rows: true,
+    };
+
+    /// This CPU's policy.
+    fn here() -> Streaming {
+        static HERE: std::sync::OnceLock<Streaming> = std::sync::OnceLock::new();
+        *HERE.get_or_init(|| {
+            if intel() {
+                Streaming::LINES
+            } else {
+                Streaming::LONG_ROWS
+            }
+        })
+    }
+}
+
+/// Whether this CPU is an Intel one (its CPUID vendor string).
+fn intel() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let id = std::arch::x86_64::__cpuid(0);
+        [id.ebx, id.edx, id.ecx]
+            .iter()
+            .flat_map(|r| r.to_le_bytes())
+            .eq(*b"GenuineIntel")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
 /// Streamed tiles' destination rows are at least this long (256 bytes)...
 const STREAM_ROW: usize = 32;
 /// ...and a multiple of a cache line of f64.
@@ -726,12 +780,14 @@ struct Cut {
 /// Where the destination may stream (`stream`, see [`streams`]), the tiles are square and
 /// their destination rows streamed, also where the source rows are far apart, or long as in
 /// the mirror cut; tile rows are then whole cache lines.
-fn cut(a: Loop, b: Loop, stream: bool) -> Cut {
+fn cut(a: Loop, b: Loop, streaming: Option<Streaming>) -> Cut {
+    let stream = streaming.is_some();
     let dst_crowded = set_conflicts(b.ds, b.n, CROWDED);
     let src_crowded = set_conflicts(a.ss, a.n, CROWDED);
     let lines = |n: usize| if stream { n.next_multiple_of(LINE) } else { n };
     let square = (lines(tile_len(a.n)), tile_len(b.n));
-    let square_streams = stream && square.0 >= STREAM_ROW;
+    let short_rows = streaming.is_some_and(|s| s.short_rows) && tile::eight_wide(a.n, b.n);
+    let square_streams = stream && (square.0 >= STREAM_ROW || short_rows);
     // A plane of at most one tile edge each way whose square tile needs neither staging nor
     // streaming goes to the kernel with the planes beside it (`transpose_batch`): on such
     // planes that beat the narrow and the mirror cuts (docs/benchmarks.md, "Permutations:
@@ -1055,7 +1111,7 @@ mod tests {
         ];
         for (i, (ext, perm)) in cases.iter().enumerate() {
             let (a, b, outer) = plane_in(ext, perm)?;
-            let staged = cut(a, b, false).staged;
+            let staged = cut(a, b, None).staged;
             let gather = Gather::of(a, b, &outer).filter(|_| staged);
             let groups = gather
                 .as_ref()
@@ -1338,7 +1394,7 @@ mod tests {
         for (i, (ext, perm, blocks)) in cases.into_iter().enumerate() {
             let (a, b) = plane(ext, perm)?;
             assert_eq!(
-                in_eights(a, b, &cut(a, b, false)),
+                in_eights(a, b, &cut(a, b, None)),
                 blocks,
                 "{ext:?} {perm:?}"
             );
@@ -1346,7 +1402,10 @@ mod tests {
         }
         // A streamed destination too, its lines stored whole past the caches.
         let (a, b) = plane(&[32, 32, 32, 32], &[3, 2, 1, 0])?;
-        assert_eq!(in_eights(a, b, &cut(a, b, true)), eights);
+        assert_eq!(
+            in_eights(a, b, &cut(a, b, Some(Streaming::LONG_ROWS))),
+            eights
+        );
         Ok(())
     }
 
@@ -1354,11 +1413,13 @@ mod tests {
     /// binary puts them, in 8 × 8 blocks and in tiles: the values of the naive loop.
     #[test]
     fn streamed_destinations_hold_the_permuted_values() -> Result<(), KernelError> {
-        let cases: [(&[usize], &[usize]); 4] = [
+        let cases: [(&[usize], &[usize]); 5] = [
             (&[32, 32, 32, 32], &[3, 2, 1, 0]),
             (&[32, 32, 32, 32], &[2, 1, 3, 0]),
             (&[1024, 1024], &[1, 0]),
             (&[31, 33, 32, 32], &[3, 2, 1, 0]),
+            // 24-row planes: streamed where the policy streams short rows.
+            (&[40, 24, 24, 24], &[3, 2, 1, 0]),
         ];
         for (i, (ext, perm)) in cases.into_iter().enumerate() {
             let s = Shape::new(ext)?;
@@ -1396,7 +1457,7 @@ mod tests {
         // Rows 4 KiB apart: all in one L1 set, staged square tiles.
         let (a, b) = plane(&[512, 40], &[1, 0])?;
         assert_eq!(
-            cut(a, b, false),
+            cut(a, b, None),
             Cut {
                 tiles: (40, 32),
                 staged: true,
@@ -1407,7 +1468,7 @@ mod tests {
         // Staged with short destination rows.
         let (a, b) = plane(&[512, 20], &[1, 0])?;
         assert_eq!(
-            cut(a, b, false),
+            cut(a, b, None),
             Cut {
                 tiles: (20, 32),
                 staged: true,
@@ -1419,7 +1480,7 @@ mod tests {
         // Source rows 8 KiB apart: narrow tiles.
         let (a, b) = plane(&[300, 5, 17], &[2, 0, 1])?;
         assert_eq!(
-            cut(a, b, false),
+            cut(a, b, None),
             Cut {
                 tiles: (8, 250),
                 staged: false,
@@ -1429,7 +1490,7 @@ mod tests {
         // Destination rows far apart, source rows close: the mirror.
         let (a, b) = plane(&[17, 5, 300], &[1, 2, 0])?;
         assert_eq!(
-            cut(a, b, false),
+            cut(a, b, None),
             Cut {
                 tiles: (250, 8),
                 staged: false,
@@ -1440,7 +1501,7 @@ mod tests {
         // Both close, no conflicts: square tiles.
         let (a, b) = plane(&[100, 70], &[1, 0])?;
         assert_eq!(
-            cut(a, b, false),
+            cut(a, b, None),
             Cut {
                 tiles: (24, 25),
                 staged: false,
@@ -1451,7 +1512,7 @@ mod tests {
         // so that the planes go to the kernel together (`transpose_batch`), not the mirror.
         let (a, b) = plane(&[16, 16, 16, 16], &[1, 3, 2, 0])?;
         assert_eq!(
-            cut(a, b, false),
+            cut(a, b, None),
             Cut {
                 tiles: (16, 16),
                 staged: false,
@@ -1463,7 +1524,7 @@ mod tests {
         // plane stays narrow.
         let (a, b) = plane(&[16, 16, 16, 16], &[3, 0, 2, 1])?;
         assert_eq!(
-            cut(a, b, false),
+            cut(a, b, None),
             Cut {
                 tiles: (8, 16),
                 staged: false,
@@ -1478,37 +1539,44 @@ mod tests {
     fn streamed_cuts_are_square_with_whole_lines() -> Result<(), KernelError> {
         // Far source rows: square staged tiles instead of narrow ones.
         let (a, b) = plane(&[32, 32, 32, 32], &[2, 0, 3, 1])?;
-        assert_eq!(cut(a, b, false).tiles, (8, 32));
+        assert_eq!(cut(a, b, None).tiles, (8, 32));
         let streamed = Cut {
             tiles: (32, 32),
             staged: true,
             stream: true,
         };
-        assert_eq!(cut(a, b, true), streamed);
+        assert_eq!(cut(a, b, Some(Streaming::LONG_ROWS)), streamed);
         let (a, b) = plane(&[32, 32, 32, 32], &[3, 2, 1, 0])?;
-        assert_eq!(cut(a, b, true), streamed);
+        assert_eq!(cut(a, b, Some(Streaming::LONG_ROWS)), streamed);
         // The mirror keeps its long rows, now streamed; rows rounded up to whole lines.
         let (a, b) = plane(&[17, 8, 300], &[1, 2, 0])?;
         assert_eq!(a.n, 2400);
-        assert_eq!(cut(a, b, false).tiles, (240, 8));
+        assert_eq!(cut(a, b, None).tiles, (240, 8));
         assert_eq!(
-            cut(a, b, true),
+            cut(a, b, Some(Streaming::LONG_ROWS)),
             Cut {
                 tiles: (240, 8),
                 staged: false,
                 stream: true
             }
         );
-        // Tiles under STREAM_ROW do not stream.
+        // Tiles under STREAM_ROW do not stream, unless they go in 8 × 8 blocks where the
+        // policy streams short rows.
         let (a, b) = plane(&[512, 24], &[1, 0])?;
-        assert!(!cut(a, b, true).stream);
+        assert!(!cut(a, b, Some(Streaming::LONG_ROWS)).stream);
+        assert_eq!(
+            cut(a, b, Some(Streaming::LINES)).stream,
+            tile::eight_wide(a.n, b.n)
+        );
+        let (a, b) = plane(&[500, 24], &[1, 0])?;
+        assert!(!cut(a, b, Some(Streaming::LINES)).stream);
         // Only a large destination on a line (placed as the `sial` binary's allocator places
         // blocks), with rows of whole lines, streams.
         let on_a_line = Scratch::new;
         let (a, _) = plane(&[32, 32, 32, 32], &[3, 2, 1, 0])?;
         assert_eq!(streams(on_a_line(1 << 20).get(), a), tile::can_stream());
         assert!(!streams(&on_a_line((1 << 20) + 1).get()[1..], a));
-        assert!(!streams(on_a_line(1 << 18).get(), a));
+        assert!(!streams(on_a_line(Streaming::here().from - 8).get(), a));
         let (a, _) = plane(&[31, 31, 31, 31], &[3, 2, 1, 0])?;
         assert!(!streams(on_a_line(31 * 31 * 31 * 31).get(), a));
         Ok(())

@@ -135,6 +135,26 @@ const MANY: usize = 1024;
 #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 const STRIP: usize = 64;
 
+/// Whether a column of 8 × 8 blocks down `t` reads from more pages than the TLB holds: at
+/// least [`MANY_PAGES`] source rows, each a page or more from the next. The 8 × 8 kernel then
+/// walks the tile in squares, as it does tiles whose rows share an L1 set. The 2304² plane
+/// of 48⁴ `[2,3,0,1]` (rows 18 KiB apart) ran 1.8× as fast so, hot and from memory
+/// (docs/benchmarks.md, "Permutations: planes of thousands of far rows in squares").
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+fn many_pages(t: &Tile) -> bool {
+    t.src_row >= PAGE && t.na >= MANY_PAGES
+}
+
+/// Elements in a 4 KiB page.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+const PAGE: usize = 512;
+/// Source rows a page apart from which a column of blocks misses the second-level TLB
+/// (1,536–2,048 entries on current x86-64 cores). At 576 rows (24⁴ `[2,3,0,1]`) squares
+/// gained from memory (0.80–0.85 → 0.96–1.11 of memcpy) but lost in the caches (0.79–0.84 →
+/// 0.76–0.79), so they start above it.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+const MANY_PAGES: usize = 1024;
+
 /// [`transpose`] of `batch.n` tiles, tile `r` moved by `r * batch.ds` in the destination and
 /// `r * batch.ss` in the source, in one call: for permutations whose planes are single small
 /// tiles (an 8⁶ block has 4,096 planes of 8 × 8), where a call and its checks per tile cost
@@ -415,7 +435,8 @@ mod avx512 {
             // SAFETY: the caller's contract, passed on.
             return unsafe { strips::<ADD, NT>(dst, src, (t, Loop::ONCE), a, ahead) };
         }
-        if super::one_set(t.src_row) && t.na >= 8 * SIDE_BY_SIDE && t.nb >= 8 * SIDE_BY_SIDE {
+        let squares = super::one_set(t.src_row) || super::many_pages(&t);
+        if squares && t.na >= 8 * SIDE_BY_SIDE && t.nb >= 8 * SIDE_BY_SIDE {
             // SAFETY: the caller's contract, passed on.
             return unsafe { crowded::<ADD, NT>(dst, src, t, a, ahead) };
         }
@@ -1132,17 +1153,25 @@ mod tests {
     fn crowded_and_staged_orders_move_every_block_once() {
         assert!(one_set(512) && one_set(1024) && !one_set(520));
         // 5 × 6 blocks (one partial square, a group of 2 after one of 4), 40 × 34 (whole and
-        // partial squares each way), 4 × 4; destination rows in one set or not.
-        for (na, nb, dst_row) in [(40, 48, 512), (320, 272, 512), (32, 32, 35)] {
+        // partial squares each way), 4 × 4; destination rows in one set or not; and 129 × 5
+        // blocks whose 1,032 source rows are a page apart but in many sets (`many_pages`).
+        let cases = [
+            (40, 48, 1024, 512),
+            (320, 272, 1024, 512),
+            (32, 32, 1024, 35),
+            (1032, 40, 520, 1040),
+        ];
+        for (na, nb, src_row, dst_row) in cases {
             let tile = Tile {
                 d0: 8,
                 s0: 16,
                 na,
                 nb,
-                src_row: 1024,
+                src_row,
                 dst_row,
             };
-            let src = random_vec(16 + na * 1024, na as u64);
+            assert!(one_set(src_row) || many_pages(&tile));
+            let src = random_vec(16 + na * src_row, na as u64);
             let start = random_vec(8 + nb * dst_row, nb as u64);
             for add in [false, true] {
                 let (mut fast, mut slow) = (start.clone(), start.clone());

@@ -505,7 +505,9 @@ mod avx512 {
     /// diagonally did better where the blocks were in L3 and worse where they were in memory.
     /// Each square's blocks fetch the source lines of the square below into L2 ([`Ahead`]);
     /// the last square of a column passes on the caller's `ahead` (docs/benchmarks.md,
-    /// "Permutations: the next square fetched ahead").
+    /// "Permutations: the next square fetched ahead"). Tiles of thousands of source rows a
+    /// page apart in any sets take the squares too ([`super::many_pages`]): a column of
+    /// blocks down them touches more pages than the TLB holds.
     ///
     /// # Safety
     /// As [`transpose`].

@@ -700,11 +700,11 @@ fn streams(dst: &[f64], a: Loop) -> bool {
 
 /// Where a plain copy's destination may bypass the caches on this CPU ([`streams`], [`cut`]).
 /// A block past L2 written through the caches goes on to L3, and whether that beats writing
-/// it to memory depends on the L3: on Zen 4 the 24⁴ blocks (2.5 MiB) ran faster through it,
-/// hot and from memory, and their 24-row planes streamed lost up to 2×; on an Intel Xeon (L2
-/// 2 MiB, a mesh L3) streamed they ran up to 1.7× as fast hot and 3.2× from memory, where 4
-/// of them had stayed under half of memcpy (docs/benchmarks.md, "Permutations: destinations
-/// from 2 MiB streamed on Intel").
+/// it to memory depends on the L3: on Zen 4 the 24⁴ blocks (2.5 MiB) streamed gained from
+/// memory but lost up to 2× with the blocks in the caches, which kept them through L3; on an
+/// Intel Xeon (L2 2 MiB, a mesh L3) streamed they ran up to 1.7× as fast in the caches and
+/// 3.2× from memory, where 4 of them had stayed under half of memcpy (docs/benchmarks.md,
+/// "Permutations: destinations from 2 MiB streamed on Intel").
 #[derive(Clone, Copy, Debug)]
 struct Streaming {
     /// Destinations of at least this many elements stream...

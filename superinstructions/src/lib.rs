@@ -48,6 +48,8 @@ pub use elementwise::{add, add_scalar, axpy, copy, fill, scale, scale_copy, sub}
 pub use error::{KernelError, Role};
 pub use gemm::Parallelism;
 pub use labels::{Label, Operand, OperandMut, Perm, permutation_from_labels};
-pub use permute::{permute, permute_add, permute_add_labeled, permute_labeled};
+pub use permute::{
+    PermLoop, permute, permute_add, permute_add_labeled, permute_labeled, permute_loops,
+};
 pub use shape::{MAX_RANK, Shape};
 pub use specials::{fill_cyclic, fill_sequential, swap_blocks};

@@ -2,15 +2,17 @@
 //!
 //!     cargo run --release -p sial-interpreter --example gpu_measure
 //!
-//! 1. 4-index contractions with segment sizes 32, 48, 64 (`R[a,b,i,j] = T[a,b,c,d] V[c,d,i,j]`,
-//!    no permutes, and `R[a,b,i,j] = T[a,c,i,k] V[k,c,j,b]`, every operand permuted) against one
-//!    DGEMM of the same flops (target: >= 70%).
-//! 2. Host<->device bandwidth from pinned buffers, 1 MiB to 256 MiB.
-//! 3. A chain of 10 contractions on resident blocks through the versioned copies: only the
+//! 1. 4-index contractions with segment sizes 27, 32, 48, 64 (`R[a,b,i,j] = T[a,b,c,d]
+//!    V[c,d,i,j]`, no permutes, and `R[a,b,i,j] = T[a,c,i,k] V[k,c,j,b]`, every operand
+//!    permuted) against one DGEMM of the same flops (target: >= 70%).
+//! 2. Permutations against a device copy of the same bytes: all 24 of 16^4, 27^4, 32^4, 48^4
+//!    and 64^4, six common ones of 8^6, 10^6, 12^6 and 16^6, each checked against the CPU.
+//! 3. Host<->device bandwidth from pinned buffers, 1 MiB to 256 MiB.
+//! 4. A chain of 10 contractions on resident blocks through the versioned copies: only the
 //!    inputs go up and the final result comes down.
 //!
-//! `-- --host` runs the same on the host-memory device, with segment sizes 8 and 12: a check of
-//! this tool, not a GPU figure.
+//! `-- --host` runs the same on the host-memory device, with segment sizes 8 and 12 (edges 8
+//! and 12, and 4^6): a check of this tool, not a GPU figure.
 
 use sial_interpreter::device::{
     DevBuf, Device, DeviceCopies, GemmSpec, HostDevice, Intent, PinnedBuf, contract_on,
@@ -121,6 +123,19 @@ fn contractions(dev: &mut dyn Device, segments: &[usize]) -> Res<()> {
         let gemm = best(dev, 5, |dev| Ok(dev.gemm(&spec, &t, &v, &r)?))?;
         let plain = plan((&[a, b, i, j], s), (&[a, b, c, d], s), (&[c, d, i, j], s))?;
         let permuted = plan((&[a, b, i, j], s), (&[a, c, i, k], s), (&[k, c, j, b], s))?;
+        if s == segments[0] {
+            let show = |(_, p): (bool, Option<(Shape, Shape, sial_superinstructions::Perm)>)| {
+                p.map_or("none".to_string(), |(from, _, perm)| {
+                    format!("{from} {:?}", perm.as_slice())
+                })
+            };
+            println!(
+                "permuted pattern's permutes: left {}, right {}, result {}",
+                show(permuted.left_prep()),
+                show(permuted.right_prep()),
+                show(permuted.dst_prep())
+            );
+        }
         for (name, p) in [("plain", &plain), ("permuted", &permuted)] {
             let secs = best(dev, 5, |dev| Ok(contract_on(dev, p, &r, &t, &v, 0.0)?))?;
             println!(
@@ -139,62 +154,134 @@ fn contractions(dev: &mut dyn Device, segments: &[usize]) -> Res<()> {
     Ok(())
 }
 
-/// Permutations of 4- and 6-index blocks against a device copy of the same bytes, each checked
-/// against the CPU's permutation.
-fn permutations(dev: &mut dyn Device, edges: &[usize]) -> Res<()> {
-    println!("== permutations against a device copy of the same bytes");
-    println!(
-        "{:>4} {:>14} {:>12} {:>12} {:>7} {:>8}",
-        "edge", "perm", "copy GB/s", "perm GB/s", "ratio", "vs CPU"
-    );
-    let perms: [&[usize]; 4] = [&[3, 2, 1, 0], &[1, 0, 3, 2], &[2, 3, 0, 1], &[0, 2, 1, 3]];
-    for &e in edges {
-        for rank in [4usize, 6] {
-            let edge = if rank == 6 {
-                (e as f64).powf(4.0 / 6.0).round() as usize
-            } else {
-                e
-            };
-            let src_shape = Shape::new(&vec![edge; rank])?;
-            let len = src_shape.len();
-            let (src, dst) = (filled(dev, len)?, dev.alloc(len)?);
-            let src_values = values(len);
-            let copy = best(dev, 5, |dev| Ok(dev.copy(&dst, &src)?))?;
-            let six: [&[usize]; 2] = [&[5, 4, 3, 2, 1, 0], &[3, 4, 5, 0, 1, 2]];
-            let list: &[&[usize]] = if rank == 6 { &six } else { &perms };
-            for &perm in list {
-                let dst_shape = src_shape.permuted(perm)?;
-                let secs = best(dev, 5, |dev| {
-                    Ok(dev.permute(&dst, &dst_shape, &src, &src_shape, perm)?)
-                })?;
-                let mut pinned = dev.pinned_allocator().alloc(len)?;
-                let ev = dev.download(&mut pinned, &dst, 0)?;
-                dev.wait(ev)?;
-                let mut want = vec![0.0; len];
-                sial_superinstructions::permute(
-                    &mut want,
-                    &dst_shape,
-                    &src_values,
-                    &src_shape,
-                    perm,
-                )?;
-                let same = want.as_slice() == &*pinned.read()?;
-                let bytes = 2.0 * (len * 8) as f64;
-                println!(
-                    "{edge:>4} {:>14} {:>12.0} {:>12.0} {:>7.2} {:>8}",
-                    format!("{perm:?}").replace(' ', ""),
-                    bytes / copy / 1e9,
-                    bytes / secs / 1e9,
-                    copy / secs,
-                    if same { "same" } else { "DIFFERS" }
-                );
-            }
-            for buf in [src, dst] {
-                dev.free(buf)?;
-            }
+/// A permutation case: the source's extents and the permutation.
+type Case = (Vec<usize>, Vec<usize>);
+
+/// Every permutation of `rank` indices, in lexicographic order.
+fn all_perms(rank: usize) -> Vec<Vec<usize>> {
+    if rank == 0 {
+        return vec![Vec::new()];
+    }
+    let mut out = Vec::new();
+    for first in 0..rank {
+        for rest in all_perms(rank - 1) {
+            let mut p = vec![first];
+            p.extend(rest.into_iter().map(|x| if x >= first { x + 1 } else { x }));
+            out.push(p);
         }
     }
+    out
+}
+
+/// Permutations of 4-index blocks (all 24) and 6-index blocks (the common ones) against a
+/// device copy of the same bytes, each checked against the CPU's permutation; the worst and
+/// the median ratio of each shape. An error if any result differs.
+fn permutations(dev: &mut dyn Device, edges4: &[usize], edges6: &[usize]) -> Res<()> {
+    println!("== permutations against a device copy of the same bytes");
+    println!(
+        "{:>17} {:>14} {:>12} {:>12} {:>7} {:>8}",
+        "extents", "perm", "copy GB/s", "perm GB/s", "ratio", "vs CPU"
+    );
+    // The CPU bench's 6-index list (superinstructions/benches/permutations.rs), and two
+    // swaps of all three pairs.
+    let six: Vec<Vec<usize>> = [
+        [1, 0, 2, 3, 4, 5],
+        [0, 2, 1, 4, 3, 5],
+        [2, 1, 0, 5, 4, 3],
+        [3, 4, 5, 0, 1, 2],
+        [0, 1, 2, 5, 4, 3],
+        [5, 4, 3, 2, 1, 0],
+        [1, 0, 3, 2, 5, 4],
+    ]
+    .iter()
+    .map(|p| p.to_vec())
+    .collect();
+    let cube = |rank: usize, e: usize| vec![e; rank];
+    let mut shapes: Vec<(String, Vec<Case>)> = Vec::new();
+    for &e in edges4 {
+        let list = all_perms(4).into_iter().map(|p| (cube(4, e), p)).collect();
+        shapes.push((format!("{e}^4"), list));
+    }
+    for &e in edges6 {
+        let list = six.iter().map(|p| (cube(6, e), p.clone())).collect();
+        shapes.push((format!("{e}^6"), list));
+    }
+    if !edges4.is_empty() && edges4[0] > 12 {
+        // The CPU bench's costliest permutations of benzene/6-31G CCSD (2 workers).
+        let job: [(&[usize], &[usize]); 6] = [
+            (&[23, 21, 23, 21], &[0, 3, 2, 1]),
+            (&[23, 21, 23, 21], &[2, 3, 0, 1]),
+            (&[27, 21, 21, 21], &[2, 3, 0, 1]),
+            (&[21, 21, 21, 21], &[0, 2, 1, 3]),
+            (&[21, 27, 18, 27], &[3, 2, 1, 0]),
+            (&[21, 21, 23, 21], &[1, 0, 3, 2]),
+        ];
+        let list = job.iter().map(|(e, p)| (e.to_vec(), p.to_vec())).collect();
+        shapes.push(("job".into(), list));
+    }
+    let mut differ = 0;
+    let mut summary = Vec::new();
+    for (group, list) in shapes {
+        for (extents, perm) in list {
+            let r = one_permutation(dev, &extents, &perm)?;
+            differ += usize::from(!r.1);
+            summary.push((group.clone(), r.0));
+        }
+    }
+    println!("== permutations: worst and median ratio to a copy, by group");
+    let mut groups: Vec<String> = summary.iter().map(|(g, _)| g.clone()).collect();
+    groups.dedup();
+    for g in groups {
+        let mut ratios: Vec<f64> = summary
+            .iter()
+            .filter(|(h, _)| *h == g)
+            .map(|x| x.1)
+            .collect();
+        ratios.sort_by(f64::total_cmp);
+        println!(
+            "{g}: worst {:.2} median {:.2}",
+            ratios[0],
+            ratios[ratios.len() / 2]
+        );
+    }
+    if differ > 0 {
+        return Err(format!("{differ} permutations differ from the CPU's").into());
+    }
     Ok(())
+}
+
+/// One permutation against a device copy of the same bytes, printed; its ratio, and whether
+/// it equals the CPU's.
+fn one_permutation(dev: &mut dyn Device, extents: &[usize], perm: &[usize]) -> Res<(f64, bool)> {
+    let src_shape = Shape::new(extents)?;
+    let len = src_shape.len();
+    let (src, dst) = (filled(dev, len)?, dev.alloc(len)?);
+    let src_values = values(len);
+    let copy = best(dev, 5, |dev| Ok(dev.copy(&dst, &src)?))?;
+    let dst_shape = src_shape.permuted(perm)?;
+    let secs = best(dev, 5, |dev| {
+        Ok(dev.permute(&dst, &dst_shape, &src, &src_shape, perm)?)
+    })?;
+    let mut pinned = dev.pinned_allocator().alloc(len)?;
+    let ev = dev.download(&mut pinned, &dst, 0)?;
+    dev.wait(ev)?;
+    let mut want = vec![0.0; len];
+    sial_superinstructions::permute(&mut want, &dst_shape, &src_values, &src_shape, perm)?;
+    let same = want.as_slice() == &*pinned.read()?;
+    let bytes = 2.0 * (len * 8) as f64;
+    println!(
+        "{:>17} {:>14} {:>12.0} {:>12.0} {:>7.2} {:>8}",
+        format!("{extents:?}").replace(' ', ""),
+        format!("{perm:?}").replace(' ', ""),
+        bytes / copy / 1e9,
+        bytes / secs / 1e9,
+        copy / secs,
+        if same { "same" } else { "DIFFERS" }
+    );
+    for buf in [src, dst] {
+        dev.free(buf)?;
+    }
+    Ok((copy / secs, same))
 }
 
 fn bandwidth(dev: &mut dyn Device) -> Res<()> {
@@ -262,9 +349,13 @@ fn main() -> Res<()> {
     let mut dev = open(host)?;
     println!("device: {}", dev.name());
     // The host-memory device computes on one core: small segments only.
-    let segments: &[usize] = if host { &[8, 12] } else { &[32, 48, 64] };
+    let segments: &[usize] = if host { &[8, 12] } else { &[27, 32, 48, 64] };
     contractions(dev.as_mut(), segments)?;
-    permutations(dev.as_mut(), if host { &[8, 12] } else { &[16, 32, 64] })?;
+    if host {
+        permutations(dev.as_mut(), &[8, 12], &[4])?;
+    } else {
+        permutations(dev.as_mut(), &[16, 27, 32, 48, 64], &[8, 10, 12, 16])?;
+    }
     bandwidth(dev.as_mut())?;
     chain(dev, segments[0])
 }

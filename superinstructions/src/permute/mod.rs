@@ -98,6 +98,38 @@ pub fn permute_add(
     Ok(())
 }
 
+/// One loop of a permutation's simplified nest ([`permute_loops`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PermLoop {
+    /// Iterations.
+    pub n: usize,
+    /// The destination's stride.
+    pub dst_stride: usize,
+    /// The source's stride.
+    pub src_stride: usize,
+}
+
+/// The loop nest of `dst = perm(src)` that [`permute`] runs, in the destination's order:
+/// extents of 1 dropped, and dimensions that continue each other in both layouts merged into
+/// one loop. Other permutation kernels (the GPU's) take the same nest. Fails as [`permute`]
+/// does on arguments that do not match.
+pub fn permute_loops(
+    dst_shape: &Shape,
+    src_shape: &Shape,
+    perm: &[usize],
+) -> Result<Vec<PermLoop>, KernelError> {
+    let loops = plan(dst_shape.len(), dst_shape, src_shape.len(), src_shape, perm)?;
+    Ok(loops
+        .as_slice()
+        .iter()
+        .map(|l| PermLoop {
+            n: l.n,
+            dst_stride: l.ds,
+            src_stride: l.ss,
+        })
+        .collect())
+}
+
 /// [`permute`] with the permutation derived from index labels: `a[i,j,k] = b[k,i,j]`.
 pub fn permute_labeled(dst: OperandMut<'_>, src: Operand<'_>) -> Result<(), KernelError> {
     let perm = permutation_from_labels(dst.labels, src.labels)?;
@@ -1022,6 +1054,37 @@ mod tests {
     use super::*;
     use crate::testutil::{all_permutations, naive_permute, random_vec};
     use proptest::prelude::*;
+
+    /// The nest other kernels take: extents of 1 dropped, dimensions adjacent in both layouts
+    /// merged, strides of both layouts; mismatched arguments refused.
+    #[test]
+    fn loop_nests_drop_ones_and_merge_what_continues() -> Result<(), KernelError> {
+        let lp = |n, dst_stride, src_stride| PermLoop {
+            n,
+            dst_stride,
+            src_stride,
+        };
+        let nest = |ext: &[usize], perm: &[usize]| -> Result<Vec<PermLoop>, KernelError> {
+            let src = Shape::new(ext)?;
+            permute_loops(&src.permuted(perm)?, &src, perm)
+        };
+        // 8^6 [3,4,5,0,1,2]: a 512 x 512 transpose.
+        assert_eq!(
+            nest(&[8; 6], &[3, 4, 5, 0, 1, 2])?,
+            [lp(512, 1, 512), lp(512, 512, 1)]
+        );
+        // A reversal merges nothing; the extent of 1 goes.
+        assert_eq!(
+            nest(&[2, 1, 3, 4], &[3, 2, 1, 0])?,
+            [lp(4, 1, 6), lp(3, 4, 2), lp(2, 12, 1)]
+        );
+        // The identity is one loop; a scalar none.
+        assert_eq!(nest(&[3, 5], &[0, 1])?, [lp(15, 1, 1)]);
+        assert_eq!(nest(&[1, 1], &[1, 0])?, []);
+        let src = Shape::new(&[2, 3])?;
+        assert!(permute_loops(&src, &src, &[1, 0]).is_err());
+        Ok(())
+    }
 
     fn check_one(ext: &[usize], perm: &[usize], seed: u64) -> Result<(), KernelError> {
         let src_shape = Shape::new(ext)?;

@@ -16,9 +16,10 @@
 //!
 //! Kernels: cuBLAS `dgemm`, and NVRTC-compiled grid-stride kernels (source in [`KERNELS`]) for
 //! fill, scale, add_scalar, copy, axpy, add, sub and permute / permute-add of rank ≤ 6.
-//! Permutations that move the source's contiguous dimension go through 32 × 32 tiles in shared
-//! memory, so that both the reads and the writes are coalesced (`sial_permute_tiled`); the
-//! others are a plain gather, one thread per destination element (`sial_permute`).
+//! Permutations run over the CPU's simplified loop nest ([`permute_loops`]). Those that move the
+//! source's contiguous loop go through square tiles in shared memory, so that both the reads
+//! and the writes are coalesced (`sial_permute_tiled32/16`, [`perm_launch`]); the others are a
+//! plain gather, one thread per destination element (`sial_permute`).
 
 mod pinned;
 
@@ -34,10 +35,10 @@ use cudarc::driver::{
 };
 pub use pinned::CudaPinned;
 use pinned::CudaPinnedAlloc;
-use sial_superinstructions::{MAX_RANK, Shape};
+use sial_superinstructions::{MAX_RANK, PermLoop, Shape, permute_loops};
 use std::collections::HashMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// The element-wise and permute kernels, compiled by NVRTC when a device is opened.
 pub const KERNELS: &str = r#"
@@ -68,67 +69,106 @@ extern "C" __global__ void sial_sub(double* d, const double* l, const double* r,
     GRID_LOOP(i, n) d[i] = l[i] - r[i];
 }
 
-/* ext: destination extents (first fastest); sstride[k]: the source stride of destination
-   dimension k (the stride of source dimension perm[k]). */
+/* Division by a number fixed for the launch, as a multiply-high and a shift (exact for
+   numerators below 2^31; the host sets mul and shr, `Div::new`). Index arithmetic in 32 bits:
+   64-bit division is a long software routine on the GPU and bounded the permutes. */
+typedef unsigned int u32;
+struct Div {
+    u32 d, mul, shr;
+};
+__device__ __forceinline__ u32 quot(u32 n, Div v) {
+    return v.d == 1 ? n : __umulhi(n, v.mul) >> v.shr;
+}
+
+#define MAX_RANK 6
+/* A gather, one thread per destination element: the destination's extents (first fastest)
+   and, for each, the source's stride. */
 struct PermArgs {
-    u64 ext[6];
-    u64 sstride[6];
-    int rank;
+    Div ext[MAX_RANK];
+    u32 sstride[MAX_RANK];
+    u32 rank;
 };
 
 extern "C" __global__ void sial_permute(double* d, const double* s, PermArgs p, double alpha,
-                                        int accumulate, u64 n) {
-    GRID_LOOP(i, n) {
-        u64 rem = i, off = 0;
-        for (int k = 0; k < p.rank; ++k) {
-            u64 e = p.ext[k];
-            off += (rem % e) * p.sstride[k];
-            rem /= e;
+                                        int accumulate, u32 n) {
+    for (u32 i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) {
+        u32 rem = i, off = 0;
+#pragma unroll
+        for (u32 k = 0; k < MAX_RANK; ++k) {
+            if (k + 1 < p.rank) {
+                u32 q = quot(rem, p.ext[k]);
+                off += (rem - q * p.ext[k].d) * p.sstride[k];
+                rem = q;
+            } else if (k + 1 == p.rank) {
+                off += rem * p.sstride[k];
+            }
         }
         if (accumulate) d[i] += alpha * s[off]; else d[i] = s[off];
     }
 }
 
-/* Destination dimensions 0 and q (the source's contiguous one) in 32 x 32 tiles: a block of
-   32 x 8 threads reads a tile along q, writes it along 0. The other dimensions, and the
-   tiles, are a grid-stride loop over tile numbers; the padding column keeps the transposed
-   reads of the tile free of bank conflicts. */
-#define TILE 32
-#define TILE_ROWS 8
-extern "C" __global__ void sial_permute_tiled(double* d, const double* s, PermArgs p, int q,
-                                              double alpha, int accumulate, u64 tiles) {
+/* Square tiles through shared memory, so that the reads run along b, the source's contiguous
+   loop, and the writes along a, the destination's. Where such a loop is short, a side folds a
+   second loop in so that the tiles still fill: a = a_hi * a_lo.d + a_lo, at source offset
+   a_lo * sa_lo + a_hi * sa_hi and destination offset a_lo + a_hi * da_hi; b likewise, at
+   source offset b_lo + b_hi * sb_hi and destination offset b_lo * db_lo + b_hi * db_hi. The
+   other loops and the tiles are a grid-stride loop over tile numbers. */
+struct TileArgs {
+    Div across, down; /* tiles along a, along b */
+    u32 ea, eb;       /* extents of a and b */
+    Div a_lo;
+    u32 sa_lo, sa_hi, da_hi;
+    Div b_lo;
+    u32 sb_hi, db_lo, db_hi;
+    Div ext[MAX_RANK - 2];
+    u32 dstride[MAX_RANK - 2], sstride[MAX_RANK - 2];
+    u32 others, tiles;
+};
+
+__device__ __forceinline__ u32 split_offset(u32 x, Div lo, u32 s_lo, u32 s_hi) {
+    u32 hi = quot(x, lo);
+    return (x - hi * lo.d) * s_lo + hi * s_hi;
+}
+
+/* ROWS rows of TILE threads; the padding column keeps the transposed reads of the tile free
+   of bank conflicts. */
+template <u32 TILE, u32 ROWS>
+__device__ void permute_tiled(double* d, const double* s, const TileArgs& p, double alpha,
+                              int accumulate) {
     __shared__ double tile[TILE][TILE + 1];
-    u64 e0 = p.ext[0], eq = p.ext[q];
-    u64 across = (e0 + TILE - 1) / TILE, down = (eq + TILE - 1) / TILE;
-    u64 dstride[6];
-    u64 len = 1;
-    for (int k = 0; k < p.rank; ++k) {
-        dstride[k] = len;
-        len *= p.ext[k];
-    }
-    for (u64 t = blockIdx.x; t < tiles; t += gridDim.x) {
-        u64 rem = t;
-        u64 i0 = (rem % across) * TILE;
-        rem /= across;
-        u64 iq = (rem % down) * TILE;
-        rem /= down;
-        u64 dbase = 0, sbase = 0;
-        for (int k = 1; k < p.rank; ++k) {
-            if (k == q) continue;
-            u64 x = rem % p.ext[k];
-            rem /= p.ext[k];
-            dbase += x * dstride[k];
-            sbase += x * p.sstride[k];
+    for (u32 t = blockIdx.x; t < p.tiles; t += gridDim.x) {
+        u32 rest = quot(t, p.across);
+        u32 a0 = (t - rest * p.across.d) * TILE;
+        u32 next = quot(rest, p.down);
+        u32 b0 = (rest - next * p.down.d) * TILE;
+        rest = next;
+        u32 dbase = 0, sbase = 0;
+#pragma unroll
+        for (u32 k = 0; k < MAX_RANK - 2; ++k) {
+            if (k < p.others) {
+                u32 x = rest;
+                if (k + 1 < p.others) {
+                    next = quot(rest, p.ext[k]);
+                    x = rest - next * p.ext[k].d;
+                    rest = next;
+                }
+                dbase += x * p.dstride[k];
+                sbase += x * p.sstride[k];
+            }
         }
-        for (unsigned r = threadIdx.y; r < TILE; r += TILE_ROWS) {
-            u64 a = i0 + r, b = iq + threadIdx.x;
-            if (a < e0 && b < eq) tile[r][threadIdx.x] = s[sbase + a * p.sstride[0] + b * p.sstride[q]];
+        /* Each thread's b while reading, and its a while writing, is the same for the tile. */
+        u32 sb = split_offset(b0 + threadIdx.x, p.b_lo, 1, p.sb_hi);
+        u32 da = split_offset(a0 + threadIdx.x, p.a_lo, 1, p.da_hi);
+        for (u32 r = threadIdx.y; r < TILE; r += ROWS) {
+            u32 a = a0 + r, b = b0 + threadIdx.x;
+            if (a < p.ea && b < p.eb)
+                tile[r][threadIdx.x] = s[sbase + split_offset(a, p.a_lo, p.sa_lo, p.sa_hi) + sb];
         }
         __syncthreads();
-        for (unsigned r = threadIdx.y; r < TILE; r += TILE_ROWS) {
-            u64 a = i0 + threadIdx.x, b = iq + r;
-            if (a < e0 && b < eq) {
-                u64 o = dbase + a + b * dstride[q];
+        for (u32 r = threadIdx.y; r < TILE; r += ROWS) {
+            u32 a = a0 + threadIdx.x, b = b0 + r;
+            if (a < p.ea && b < p.eb) {
+                u32 o = dbase + da + split_offset(b, p.b_lo, p.db_lo, p.db_hi);
                 double v = tile[threadIdx.x][r];
                 if (accumulate) d[o] += alpha * v; else d[o] = v;
             }
@@ -136,26 +176,109 @@ extern "C" __global__ void sial_permute_tiled(double* d, const double* s, PermAr
         __syncthreads();
     }
 }
+
+extern "C" __global__ void sial_permute_tiled32(double* d, const double* s, TileArgs p,
+                                                double alpha, int accumulate) {
+    permute_tiled<32, 8>(d, s, p, alpha, accumulate);
+}
+extern "C" __global__ void sial_permute_tiled16(double* d, const double* s, TileArgs p,
+                                                double alpha, int accumulate) {
+    permute_tiled<16, 16>(d, s, p, alpha, accumulate);
+}
 "#;
 
-/// Edge of the shared-memory tile of `sial_permute_tiled`, and its rows of threads.
-const TILE: usize = 32;
-const TILE_ROWS: u32 = 8;
-/// The tiled permute pays where both tiled dimensions fill most of a tile's warp.
-const TILED_MIN_EXTENT: usize = 16;
+/// The tiled permute pays where both sides of a tile fill half of a 16-wide tile's rows.
+const TILED_MIN_EXTENT: usize = 8;
+/// A side of a tile whose loop is shorter than this folds the next loop in (a 32-wide tile).
+const FOLD_BELOW: usize = 32;
+/// Threads per block of the element-wise kernels and the gather.
+const THREADS: u32 = 256;
+
+/// Division by `d` as the kernels' `quot` does it: `(n * mul) >> (32 + shr)`, exact for
+/// `n < 2^31` (`d == 1` is taken apart). Same layout as the C struct.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+struct Div {
+    d: u32,
+    mul: u32,
+    shr: u32,
+}
+
+impl Div {
+    /// The multiplier is `ceil(2^(31 + l) / d)` with `l = ceil(log2 d)`: below 2^32, and close
+    /// enough to `2^(31 + l) / d` that the rounding never reaches the next quotient below 2^31.
+    fn new(d: u32) -> Div {
+        if d <= 1 {
+            return Div {
+                d: 1,
+                mul: 0,
+                shr: 0,
+            };
+        }
+        let l = 32 - (d - 1).leading_zeros();
+        let p = 31 + l;
+        let mul = (1u64 << p).div_ceil(u64::from(d));
+        Div {
+            d,
+            mul: u32::try_from(mul).unwrap_or(u32::MAX),
+            shr: l - 1,
+        }
+    }
+
+    /// What the kernels' `quot` computes (for the tests).
+    #[cfg(test)]
+    fn quot(self, n: u32) -> u32 {
+        if self.d == 1 {
+            n
+        } else {
+            ((u64::from(n) * u64::from(self.mul)) >> 32) as u32 >> self.shr
+        }
+    }
+}
 
 /// The argument block of `sial_permute` (same layout as the C struct).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 struct PermArgs {
-    ext: [u64; MAX_RANK],
-    sstride: [u64; MAX_RANK],
-    rank: i32,
+    ext: [Div; MAX_RANK],
+    sstride: [u32; MAX_RANK],
+    rank: u32,
 }
 
-// SAFETY: plain-old-data with the layout of the kernel's `PermArgs` (#[repr(C)], u64 and int
-// fields, padded to 8 bytes like the C struct).
+/// The argument block of `sial_permute_tiled16/32` (same layout as the C struct).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+struct TileArgs {
+    across: Div,
+    down: Div,
+    ea: u32,
+    eb: u32,
+    a_lo: Div,
+    sa_lo: u32,
+    sa_hi: u32,
+    da_hi: u32,
+    b_lo: Div,
+    sb_hi: u32,
+    db_lo: u32,
+    db_hi: u32,
+    ext: [Div; MAX_RANK - 2],
+    dstride: [u32; MAX_RANK - 2],
+    sstride: [u32; MAX_RANK - 2],
+    others: u32,
+    tiles: u32,
+}
+
+// SAFETY (both): plain-old-data of u32 fields with the layout of the kernels' structs
+// (#[repr(C)], no padding).
 unsafe impl DeviceRepr for PermArgs {}
+unsafe impl DeviceRepr for TileArgs {}
+
+/// How `dst = perm(src)` runs: a gather, or tiles of `edge` × `edge`.
+#[derive(Debug)]
+enum PermLaunch {
+    Gather(PermArgs),
+    Tiled { args: TileArgs, edge: u32 },
+}
 
 fn driver(e: DriverError) -> DeviceError {
     DeviceError::Cuda {
@@ -241,7 +364,8 @@ struct Kernels {
     add: CudaFunction,
     sub: CudaFunction,
     permute: CudaFunction,
-    permute_tiled: CudaFunction,
+    permute_tiled16: CudaFunction,
+    permute_tiled32: CudaFunction,
 }
 
 /// A device buffer (`None` for an empty one: CUDA has no zero-byte allocations).
@@ -300,16 +424,15 @@ impl CudaDevice {
         unsafe { ctx.disable_event_tracking() };
         let name = format!("{} (GPU {ordinal})", ctx.name().map_err(driver)?);
         let capacity = ctx.total_mem().map_err(driver)?;
+        if ctx.has_async_alloc() {
+            keep_freed_memory(&ctx, capacity)?;
+        }
         let compute = ctx.new_stream().map_err(driver)?;
         let copy_streams = (0..streams)
             .map(|_| ctx.new_stream().map_err(driver))
             .collect::<Result<Vec<_>>>()?;
         let blas = CudaBlas::new(compute.clone()).map_err(cublas_err)?;
-        let ptx = cudarc::nvrtc::compile_ptx(KERNELS).map_err(|e| DeviceError::Cuda {
-            api: "NVRTC",
-            reason: e.to_string(),
-        })?;
-        let module = ctx.load_module(ptx).map_err(driver)?;
+        let module = ctx.load_module(kernels_ptx()?).map_err(driver)?;
         let f = |name: &str| module.load_function(name).map_err(driver);
         let kernels = Kernels {
             fill: f("sial_fill")?,
@@ -320,7 +443,8 @@ impl CudaDevice {
             add: f("sial_add")?,
             sub: f("sial_sub")?,
             permute: f("sial_permute")?,
-            permute_tiled: f("sial_permute_tiled")?,
+            permute_tiled16: f("sial_permute_tiled16")?,
+            permute_tiled32: f("sial_permute_tiled32")?,
         };
         Ok(CudaDevice {
             name,
@@ -482,40 +606,37 @@ impl CudaDevice {
         }
         super::check_len("permute dst", dst_shape.len(), dst.len())?;
         super::check_len("permute src", src_shape.len(), src.len())?;
-        let p = perm_args(dst_shape, src_shape, perm);
+        let how = perm_launch(dst_shape, src_shape, perm)?;
         let [d, s] = self.for_kernel([dst, src])?;
-        let n = dst.len() as u64;
         let acc = i32::from(add.is_some());
         let alpha = add.unwrap_or(1.0);
         let compute = self.compute.clone();
-        let launched = match tiled_dimension(&p) {
-            Some(q) => {
-                let f = self.kernels.permute_tiled.clone();
-                let tiles = tiles_of(&p, q);
-                let q = q as i32;
+        let launched = match how {
+            _ if dst.is_empty() => false,
+            PermLaunch::Tiled { args, edge } => {
+                let f = if edge == 16 {
+                    self.kernels.permute_tiled16.clone()
+                } else {
+                    self.kernels.permute_tiled32.clone()
+                };
                 let cfg = LaunchConfig {
-                    grid_dim: (tiles.min(65_535) as u32, 1, 1),
-                    block_dim: (TILE as u32, TILE_ROWS, 1),
+                    grid_dim: (args.tiles.min(65_535), 1, 1),
+                    block_dim: (edge, THREADS / edge, 1),
                     shared_mem_bytes: 0,
                 };
-                let tiles = tiles as u64;
                 let mut b = compute.launch_builder(&f);
-                b.arg(&d)
-                    .arg(&s)
-                    .arg(&p)
-                    .arg(&q)
-                    .arg(&alpha)
-                    .arg(&acc)
-                    .arg(&tiles);
-                // SAFETY: the arguments are those of `sial_permute_tiled`; the extents and
-                // strides describe buffers of the checked lengths, and q < rank.
+                b.arg(&d).arg(&s).arg(&args).arg(&alpha).arg(&acc);
+                // SAFETY: the arguments are those of `sial_permute_tiled{edge}`, whose rows of
+                // threads are THREADS / edge; the extents and strides describe buffers of the
+                // checked lengths.
                 unsafe { b.launch(cfg) }.map_err(driver)?;
                 true
             }
-            None => {
+            PermLaunch::Gather(args) => {
                 let f = self.kernels.permute.clone();
+                let n = dst.len() as u32;
                 launch(&compute, &f, dst.len(), |b| {
-                    b.arg(&d).arg(&s).arg(&p).arg(&alpha).arg(&acc).arg(&n);
+                    b.arg(&d).arg(&s).arg(&args).arg(&alpha).arg(&acc).arg(&n);
                 })?
             }
         };
@@ -524,44 +645,115 @@ impl CudaDevice {
     }
 }
 
-/// The kernels' description of `dst = perm(src)`: the destination's extents and, for each,
-/// the source's stride.
-fn perm_args(dst_shape: &Shape, src_shape: &Shape, perm: &[usize]) -> PermArgs {
-    let strides = src_shape.strides();
-    let mut p = PermArgs {
-        rank: dst_shape.rank() as i32,
-        ..PermArgs::default()
-    };
-    for (k, (&e, &q)) in dst_shape.extents().iter().zip(perm).enumerate() {
-        p.ext[k] = e as u64;
-        p.sstride[k] = strides[q] as u64;
-    }
-    p
-}
-
-/// The destination dimension that is contiguous in the source, where the permutation moves it
-/// away from the front and both it and the destination's first dimension are long enough for
-/// tiles: the dimensions `sial_permute_tiled` transposes.
-fn tiled_dimension(p: &PermArgs) -> Option<usize> {
-    let rank = usize::try_from(p.rank).ok()?;
-    let q = (1..rank).find(|&k| p.sstride[k] == 1 && p.ext[k] > 1)?;
-    let long = |k: usize| p.ext[k] as usize >= TILED_MIN_EXTENT;
-    (long(0) && long(q)).then_some(q)
-}
-
-/// Tiles of `sial_permute_tiled`: those of dimensions 0 and q, times the other extents.
-fn tiles_of(p: &PermArgs, q: usize) -> usize {
-    let rank = usize::try_from(p.rank).unwrap_or(0);
-    (0..rank)
-        .map(|k| {
-            let e = p.ext[k] as usize;
-            if k == 0 || k == q {
-                e.div_ceil(TILE)
-            } else {
-                e
-            }
+/// [`KERNELS`] compiled once per process: every worker thread opens its own device, and
+/// NVRTC takes 0.1–0.25 s of CPU per compilation.
+fn kernels_ptx() -> Result<cudarc::nvrtc::Ptx> {
+    static PTX: OnceLock<std::result::Result<cudarc::nvrtc::Ptx, String>> = OnceLock::new();
+    PTX.get_or_init(|| cudarc::nvrtc::compile_ptx(KERNELS).map_err(|e| e.to_string()))
+        .clone()
+        .map_err(|reason| DeviceError::Cuda {
+            api: "NVRTC",
+            reason,
         })
-        .product()
+}
+
+/// Stream-ordered allocations (the temporaries of every permuted contraction) come from the
+/// device's default pool, which by default hands freed memory back to the driver at each
+/// synchronisation, so that the next temporaries were mapped afresh. The pool now keeps up
+/// to 1 GiB (a sixteenth of a smaller device: several workers may share one) for reuse.
+fn keep_freed_memory(ctx: &CudaContext, capacity: usize) -> Result<()> {
+    use cudarc::driver::sys;
+    let mut keep = (capacity / 16).min(1 << 30) as u64;
+    let mut pool: sys::CUmemoryPool = std::ptr::null_mut();
+    // SAFETY: the pool handle is written by the driver for this context's device; the
+    // attribute's value is a u64 that outlives the call.
+    unsafe {
+        sys::cuDeviceGetDefaultMemPool(&mut pool, ctx.cu_device())
+            .result()
+            .map_err(driver)?;
+        sys::cuMemPoolSetAttribute(
+            pool,
+            sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
+            (&mut keep as *mut u64).cast(),
+        )
+        .result()
+        .map_err(driver)
+    }
+}
+
+/// The launch of `dst = perm(src)`, over the permutation's simplified loop nest
+/// ([`permute_loops`]): tiles where the source's contiguous loop is not the destination's
+/// first and both sides of a tile are at least [`TILED_MIN_EXTENT`] long (each side a loop,
+/// or a loop shorter than [`FOLD_BELOW`] with the next loop of its layout that the other side
+/// leaves folded in); 16-wide tiles where a side is at most 16 long; else the gather. Every index of a block below 2^31
+/// elements fits the kernels' 32 bits.
+fn perm_launch(dst_shape: &Shape, src_shape: &Shape, perm: &[usize]) -> Result<PermLaunch> {
+    to_int("permute length", dst_shape.len())?;
+    let loops = permute_loops(dst_shape, src_shape, perm)?;
+    // Every extent and stride is below the length, so below 2^31.
+    let u = |x: usize| x as u32;
+    let q = (1..loops.len()).find(|&k| loops[k].src_stride == 1);
+    // Side a: loop 0, and where it is short the next loop in the destination that is not b's.
+    let a_hi = q
+        .filter(|_| loops[0].n < FOLD_BELOW)
+        .and_then(|q| (1..loops.len()).find(|&k| k != q));
+    // Side b: loop q, and where it is short the next loop in the source that is not a's.
+    let b_hi = q.filter(|&q| loops[q].n < FOLD_BELOW).and_then(|q| {
+        (1..loops.len())
+            .filter(|&k| k != q && Some(k) != a_hi)
+            .min_by_key(|&k| loops[k].src_stride)
+    });
+    let extent = |lo: usize, hi: Option<usize>| loops[lo].n * hi.map_or(1, |h| loops[h].n);
+    let Some(q) =
+        q.filter(|&q| extent(0, a_hi) >= TILED_MIN_EXTENT && extent(q, b_hi) >= TILED_MIN_EXTENT)
+    else {
+        let mut p = PermArgs {
+            rank: u(loops.len()),
+            ..PermArgs::default()
+        };
+        for (k, l) in loops.iter().enumerate() {
+            p.ext[k] = Div::new(u(l.n));
+            p.sstride[k] = u(l.src_stride);
+        }
+        return Ok(PermLaunch::Gather(p));
+    };
+    let (ea, eb) = (extent(0, a_hi), extent(q, b_hi));
+    let edge = if ea.min(eb) <= 16 { 16 } else { 32 };
+    let (across, down) = (ea.div_ceil(edge), eb.div_ceil(edge));
+    let stride = |hi: Option<usize>, of: fn(&PermLoop) -> usize| hi.map_or(0, |h| of(&loops[h]));
+    let mut p = TileArgs {
+        across: Div::new(u(across)),
+        down: Div::new(u(down)),
+        ea: u(ea),
+        eb: u(eb),
+        a_lo: Div::new(u(if a_hi.is_some() { loops[0].n } else { ea })),
+        sa_lo: u(loops[0].src_stride),
+        sa_hi: u(stride(a_hi, |l| l.src_stride)),
+        da_hi: u(stride(a_hi, |l| l.dst_stride)),
+        b_lo: Div::new(u(if b_hi.is_some() { loops[q].n } else { eb })),
+        sb_hi: u(stride(b_hi, |l| l.src_stride)),
+        db_lo: u(loops[q].dst_stride),
+        db_hi: u(stride(b_hi, |l| l.dst_stride)),
+        ..TileArgs::default()
+    };
+    let mut tiles = across * down;
+    let sides = [Some(0), a_hi, Some(q), b_hi];
+    for (k, l) in loops.iter().enumerate() {
+        if sides.contains(&Some(k)) {
+            continue;
+        }
+        let o = p.others as usize;
+        p.ext[o] = Div::new(u(l.n));
+        p.dstride[o] = u(l.dst_stride);
+        p.sstride[o] = u(l.src_stride);
+        p.others += 1;
+        tiles *= l.n;
+    }
+    p.tiles = u(tiles);
+    Ok(PermLaunch::Tiled {
+        args: p,
+        edge: u(edge),
+    })
 }
 
 /// Launches `f` on `stream` over `n` elements with the arguments pushed by `args`; false if
@@ -575,7 +767,6 @@ fn launch<'a>(
     if n == 0 {
         return Ok(false);
     }
-    const THREADS: u32 = 256;
     // Grid-stride loops: a bounded grid covers any n.
     let blocks = n.div_ceil(THREADS as usize).min(65_535) as u32;
     let cfg = LaunchConfig {
@@ -877,30 +1068,96 @@ impl Device for CudaDevice {
 mod tests {
     use super::*;
 
-    /// The tiled dimensions and tile counts of permutations, by `(source extents, perm)`.
+    /// The tile edges, tiled extents and tile counts of permutations, by `(source extents,
+    /// perm)`; `None` for the gather.
     #[test]
     fn permutations_that_move_the_contiguous_dimension_are_tiled() -> Result<()> {
-        type Case = (&'static [usize], &'static [usize], Option<(usize, usize)>);
-        let cases: [Case; 6] = [
+        type Case = (
+            &'static [usize],
+            &'static [usize],
+            Option<(u32, u32, u32, u32)>,
+        );
+        let cases: [Case; 11] = [
             // A reversal: source dimension 0 lands last; 2 x 2 tiles of 40 x 40, 40 x 40 times.
-            (&[40, 40, 40, 40], &[3, 2, 1, 0], Some((3, 2 * 2 * 40 * 40))),
-            // Extent 16 is one tile, 64 two.
-            (&[64, 16, 40], &[1, 0, 2], Some((1, 2 * 40))),
+            (
+                &[40, 40, 40, 40],
+                &[3, 2, 1, 0],
+                Some((32, 40, 40, 2 * 2 * 40 * 40)),
+            ),
             // The contiguous dimension stays first: the gather.
             (&[40, 40, 40, 40], &[0, 2, 1, 3], None),
-            // Too short for tiles.
-            (&[8, 40, 40], &[1, 0, 2], None),
-            (&[40, 8, 40], &[1, 0, 2], None),
+            // A short side folds in the next loop of its layout that the other side leaves:
+            // the destination's first loop (16) its third (40), 20 x 2 tiles of 640 x 64.
+            (&[64, 16, 40], &[1, 0, 2], Some((32, 640, 64, 20 * 2))),
+            // The source's contiguous loop (8, or 4) its third: 2 x 10 (or 5) tiles.
+            (&[8, 40, 40], &[1, 0, 2], Some((32, 40, 320, 2 * 10))),
+            (&[4, 40, 40], &[1, 0, 2], Some((32, 40, 160, 2 * 5))),
+            // With nothing to fold, sides of at most 16 take 16-wide tiles; under 8, the gather.
+            (&[16, 64], &[1, 0], Some((16, 64, 16, 4))),
+            (&[4, 64], &[1, 0], None),
             // Behind a leading extent of 1, source dimension 1 is the contiguous one.
-            (&[1, 40, 40], &[2, 1, 0], Some((1, 2 * 2))),
+            (&[1, 40, 40], &[2, 1, 0], Some((32, 40, 40, 2 * 2))),
+            // Six indices of 12: each side folds two loops, 144 long; 5 x 5 tiles, 12^2 times.
+            (
+                &[12; 6],
+                &[5, 4, 3, 2, 1, 0],
+                Some((32, 144, 144, 5 * 5 * 144)),
+            ),
+            // Dimensions that continue each other in both layouts merge: a 512^2 transpose.
+            (&[8; 6], &[3, 4, 5, 0, 1, 2], Some((32, 512, 512, 16 * 16))),
+            (&[16; 4], &[2, 3, 0, 1], Some((32, 256, 256, 8 * 8))),
         ];
         for (extents, perm, want) in cases {
             let src = Shape::new(extents)?;
-            let p = perm_args(&src.permuted(perm)?, &src, perm);
-            let got = tiled_dimension(&p).map(|q| (q, tiles_of(&p, q)));
+            let got = match perm_launch(&src.permuted(perm)?, &src, perm)? {
+                PermLaunch::Gather(_) => None,
+                PermLaunch::Tiled { args, edge } => Some((edge, args.ea, args.eb, args.tiles)),
+            };
             assert_eq!(got, want, "{extents:?} {perm:?}");
         }
         Ok(())
+    }
+
+    /// The kernels' 32-bit division by a multiply and a shift is exact below 2^31: every
+    /// divisor to 4,096 and then powers of two and their neighbours, against numerators at
+    /// and around multiples of the divisor and up to 2^31 - 1.
+    #[test]
+    fn division_by_multiply_and_shift_is_exact() {
+        let mut divisors: Vec<u32> = (1..=4096).collect();
+        for s in 12..31 {
+            divisors.extend([(1u32 << s) - 1, 1 << s, (1 << s) + 1, 3 << (s - 1)]);
+        }
+        divisors.push(i32::MAX as u32);
+        let top = i32::MAX as u32;
+        for d in divisors {
+            let v = Div::new(d);
+            let mut numerators: Vec<u32> = (0..64).chain(top - 64..=top).collect();
+            for m in [1, 2, 3, 1000, top / d - 1, top / d] {
+                let x = d.saturating_mul(m);
+                numerators.extend([x.saturating_sub(1), x, x.saturating_add(1)]);
+            }
+            // A spread of numerators in between (a fixed multiplicative walk).
+            let mut n = 1u32;
+            for _ in 0..200 {
+                n = n.wrapping_mul(2_654_435_761).wrapping_add(d) & top;
+                numerators.push(n);
+            }
+            for n in numerators.into_iter().filter(|&n| n <= top) {
+                assert_eq!(v.quot(n), n / d, "{n} / {d}");
+            }
+        }
+    }
+
+    /// The layouts the kernels' structs have (all 4-byte fields, no padding).
+    #[test]
+    fn argument_blocks_have_the_kernels_layout() {
+        assert_eq!(std::mem::size_of::<Div>(), 12);
+        assert_eq!(std::mem::size_of::<PermArgs>(), 12 * 6 + 4 * 6 + 4);
+        let sides = 12 * 2 + 4 * 2 + 2 * (12 + 4 * 3);
+        assert_eq!(
+            std::mem::size_of::<TileArgs>(),
+            sides + 12 * 4 + 4 * 8 + 4 * 2
+        );
     }
 
     #[test]

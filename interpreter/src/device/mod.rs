@@ -60,6 +60,13 @@ pub enum DeviceError {
         expected: usize,
         got: usize,
     },
+    /// A length or dimension past what the device's kernels index (32-bit on CUDA).
+    #[error("{what} is {got}; the device's kernels take at most {max}")]
+    TooLarge {
+        what: &'static str,
+        max: usize,
+        got: usize,
+    },
     /// A stream number beyond the device's streams.
     #[error("stream {stream} does not exist ({streams} streams)")]
     NoSuchStream { stream: usize, streams: usize },

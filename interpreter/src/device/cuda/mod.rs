@@ -796,9 +796,9 @@ fn cuda_pinned(p: &PinnedBuf) -> Result<&CudaPinned> {
 }
 
 fn to_int(what: &'static str, v: usize) -> Result<i32> {
-    i32::try_from(v).map_err(|_| DeviceError::LengthMismatch {
+    i32::try_from(v).map_err(|_| DeviceError::TooLarge {
         what,
-        expected: i32::MAX as usize,
+        max: i32::MAX as usize,
         got: v,
     })
 }
@@ -1115,6 +1115,23 @@ mod tests {
             };
             assert_eq!(got, want, "{extents:?} {perm:?}");
         }
+        Ok(())
+    }
+
+    /// A block of 2^31 elements or more is refused with its length named (the kernels index
+    /// in 32 bits), before anything is allocated or launched.
+    #[test]
+    fn permutations_of_blocks_past_32_bit_indices_are_refused() -> Result<()> {
+        let src = Shape::new(&[1 << 16, 1 << 15])?;
+        let err = perm_launch(&src.permuted(&[1, 0])?, &src, &[1, 0]).map(|_| ());
+        match err {
+            Err(DeviceError::TooLarge { what, got, .. }) => {
+                assert_eq!((what, got), ("permute length", 1 << 31));
+            }
+            other => panic!("expected the length refused, got {other:?}"),
+        }
+        let below = Shape::new(&[(1 << 16) - 1, 1 << 15])?;
+        assert!(perm_launch(&below.permuted(&[1, 0])?, &below, &[1, 0]).is_ok());
         Ok(())
     }
 

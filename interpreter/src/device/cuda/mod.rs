@@ -21,6 +21,8 @@
 //! and the writes are coalesced (`sial_permute_tiled32/16`, [`perm_launch`]); the others are a
 //! plain gather, one thread per destination element (`sial_permute`).
 
+#[cfg(test)]
+mod emulated;
 mod pinned;
 
 use super::pinned::{PinnedMem, lock};

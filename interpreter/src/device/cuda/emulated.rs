@@ -1,10 +1,10 @@
 //! The permute kernels of [`KERNELS`] run on an emulated GPU (`emulator.cpp`: the same source
 //! compiled as C++, each block's threads as OS threads meeting at a barrier), with argument
-//! blocks made by [`perm_launch`], against a direct loop: the kernels and their host side are
+//! blocks made by [`super::perm_launch`], against a direct loop: the kernels and their host side are
 //! checked without a GPU. Needs a C++20 compiler (`c++`); where there is none the test says so
 //! and checks nothing (CI installs one).
 
-use super::{KERNELS, PermLaunch, perm_launch};
+use super::{KERNELS, PermLaunch, perm_launch_of};
 use sial_superinstructions::Shape;
 use std::fmt::Write as _;
 use std::path::Path;
@@ -88,7 +88,7 @@ fn emulate(dir: &Path) -> Result<(), Box<dyn std::error::Error>> {
     let cases = cases();
     for (i, (ext, perm)) in cases.iter().enumerate() {
         let src = Shape::new(ext)?;
-        let (kind, edge, w) = match perm_launch(&src.permuted(perm)?, &src, perm)? {
+        let (kind, edge, w) = match perm_launch_of(&src, perm)? {
             PermLaunch::Gather(p) => (0, 0, words(&p)),
             PermLaunch::Tiled { args, edge } => {
                 folded_a += usize::from(args.a_lo.d != args.ea);

@@ -7,22 +7,8 @@
 #   jobs/  b631.json and bdz.json: benzene 6-31G and cc-pVDZ CCSD jobs (sial setup)
 # and writes its log and the runs' --stats files to $OUT. The test binaries look for the
 # repository where they were built (/work/main): that path is linked to this one.
-set -u
-OUT=${OUT:-/tmp/gpu-check}; mkdir -p "$OUT"
-exec > >(tee $OUT/log.txt) 2>&1
-T0=$(date +%s); el() { echo "[t=$(( $(date +%s) - T0 ))s] $*"; }
-el start; nproc; nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
-# cudarc opens libcublas.so / libnvrtc.so (or .so.12): link CUDA 13's libraries under those names.
-L=/tmp/cudalib; mkdir -p $L; LP=$L
-for lib in cublas cublasLt nvrtc nvrtc-builtins; do
-  f=$(ls /usr/local/cuda/lib64/lib$lib.so.* /usr/local/cuda/targets/x86_64-linux/lib/lib$lib.so.* 2>/dev/null | sort -V | tail -1)
-  [ -z "$f" ] && f=$(find /usr /opt -name "lib$lib.so.*" 2>/dev/null | sort -V | tail -1)
-  echo "lib$lib -> $f"; [ -n "$f" ] && ln -sf "$f" $L/lib$lib.so && LP=$LP:$(dirname "$f")
-done
-export LD_LIBRARY_PATH=$LP:${LD_LIBRARY_PATH:-}
-B=.dev/bin; chmod +x $B/*
-mkdir -p target/release && cp $B/sial target/release/sial
-if [ ! -e /work/main ]; then mkdir -p /work && ln -s "$PWD" /work/main; fi
+. benches/gpu/prepare.sh
+nproc; nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
 el "== gpu_measure"; timeout 150 $B/gpu_measure; echo "rc=$?"
 el "== torch"; timeout 60 python3 benches/gpu/torch_ref.py; echo "rc=$?"
 el "== tests/gpu.rs on CUDA"; SIAL_TEST_GPU_BACKEND=cuda timeout 60 $B/gpu --test-threads 2; echo "rc=$?"

@@ -9,22 +9,8 @@
 #   jobs/  b631.json: benzene 6-31G CCSD (sial setup)
 # and writes its log to $OUT. The test binary looks for the repository where it was built
 # (/work/main): that path is linked to this one.
-set -u
-OUT=${OUT:-/tmp/gpu-check}; mkdir -p "$OUT"
-exec > >(tee $OUT/log.txt) 2>&1
-T0=$(date +%s); el() { echo "[t=$(( $(date +%s) - T0 ))s] $*"; }
-el start; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
-# cudarc opens libcublas.so / libnvrtc.so (or .so.12): link CUDA 13's libraries under those names.
-L=/tmp/cudalib; mkdir -p $L; LP=$L
-for lib in cublas cublasLt nvrtc nvrtc-builtins; do
-  f=$(ls /usr/local/cuda/lib64/lib$lib.so.* /usr/local/cuda/targets/x86_64-linux/lib/lib$lib.so.* 2>/dev/null | sort -V | tail -1)
-  [ -z "$f" ] && f=$(find /usr /opt -name "lib$lib.so.*" 2>/dev/null | sort -V | tail -1)
-  [ -n "$f" ] && ln -sf "$f" $L/lib$lib.so && LP=$LP:$(dirname "$f")
-done
-export LD_LIBRARY_PATH=$LP:${LD_LIBRARY_PATH:-}
-B=.dev/bin; chmod +x $B/*
-mkdir -p target/release && cp $B/sial target/release/sial
-if [ ! -e /work/main ]; then mkdir -p /work && ln -s "$PWD" /work/main; fi
+. benches/gpu/prepare.sh
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
 for m in $(ls $B/gpu_measure $B/gpu_measure_* 2>/dev/null); do
   el "== $m"; timeout 120 $m; echo "rc=$?"
 done

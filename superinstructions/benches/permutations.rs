@@ -14,6 +14,7 @@
 //! gives the same block, and prints its time, its ratio to the copy and sial's speed against it.
 
 use sial_superinstructions::line_aligned::LineAligned;
+use sial_superinstructions::permute_cases::{BENZENE_631G, SIX_INDEX, all_permutations};
 use sial_superinstructions::{Shape, permute};
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -21,22 +22,6 @@ use std::time::{Duration, Instant};
 /// The kernels' scratch space placed as in the `sial` binary.
 #[global_allocator]
 static ALLOCATOR: LineAligned = LineAligned;
-
-fn permutations(n: usize) -> Vec<Vec<usize>> {
-    if n == 0 {
-        return vec![vec![]];
-    }
-    let mut out = Vec::new();
-    for p in permutations(n - 1) {
-        for i in 0..=p.len() {
-            let mut q = p.clone();
-            q.insert(i, n - 1);
-            out.push(q);
-        }
-    }
-    out.sort();
-    out
-}
 
 /// Median of `samples` timings of `f`, each over enough calls to last about 2 ms.
 fn median_time(mut f: impl FnMut(), samples: usize) -> Duration {
@@ -156,7 +141,7 @@ fn main() {
     let mut groups: Vec<(String, Vec<Case>)> = [16usize, 24, 31, 32, 48]
         .iter()
         .map(|&n| {
-            let cases = permutations(4)
+            let cases = all_permutations(4)
                 .into_iter()
                 .map(|perm| Case {
                     ext: vec![n; 4],
@@ -166,18 +151,9 @@ fn main() {
             (format!("{n}^4"), cases)
         })
         .collect();
-    // 6-index blocks as (T) and EOM programs hold them (t3-like amplitudes): swaps of one
-    // group, of both groups, the group exchange and the full reversal.
-    let six: [&[usize]; 6] = [
-        &[1, 0, 2, 3, 4, 5],
-        &[0, 2, 1, 4, 3, 5],
-        &[2, 1, 0, 5, 4, 3],
-        &[3, 4, 5, 0, 1, 2],
-        &[0, 1, 2, 5, 4, 3],
-        &[5, 4, 3, 2, 1, 0],
-    ];
+    // 6-index blocks as (T) and EOM programs hold them.
     for n in [8usize, 12] {
-        let cases = six
+        let cases = SIX_INDEX
             .iter()
             .map(|p| Case {
                 ext: vec![n; 6],
@@ -186,18 +162,8 @@ fn main() {
             .collect();
         groups.push((format!("{n}^6"), cases));
     }
-    // The costliest permutations of a real job: benzene/6-31G CCSD (`sial setup --molecule
-    // benches/molecules/benzene.xyz --basis 6-31g --method ccsd`, 2 workers + 1 server), AO
-    // segments 22-23, occupied 21, virtual 18-27: first six by total time.
-    let job: [(&[usize], &[usize]); 6] = [
-        (&[23, 21, 23, 21], &[0, 3, 2, 1]),
-        (&[23, 21, 23, 21], &[2, 3, 0, 1]),
-        (&[27, 21, 21, 21], &[2, 3, 0, 1]),
-        (&[21, 21, 21, 21], &[0, 2, 1, 3]),
-        (&[21, 27, 18, 27], &[3, 2, 1, 0]),
-        (&[21, 21, 23, 21], &[1, 0, 3, 2]),
-    ];
-    let cases = job
+    // The costliest permutations of a real job (benzene/6-31G CCSD).
+    let cases = BENZENE_631G
         .iter()
         .map(|(ext, perm)| Case {
             ext: ext.to_vec(),

@@ -33,6 +33,7 @@ mod labels;
 pub mod line_aligned;
 mod packed;
 mod permute;
+pub mod permute_cases;
 mod shape;
 pub mod special;
 mod specials;

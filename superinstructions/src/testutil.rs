@@ -22,26 +22,6 @@ pub fn random_vec(n: usize, seed: u64) -> Vec<f64> {
         .collect()
 }
 
-/// All permutations of `0..rank` (Heap's algorithm order does not matter).
-pub fn all_permutations(rank: usize) -> Vec<Vec<usize>> {
-    fn rec(prefix: &mut Vec<usize>, rank: usize, out: &mut Vec<Vec<usize>>) {
-        if prefix.len() == rank {
-            out.push(prefix.clone());
-            return;
-        }
-        for d in 0..rank {
-            if !prefix.contains(&d) {
-                prefix.push(d);
-                rec(prefix, rank, out);
-                prefix.pop();
-            }
-        }
-    }
-    let mut out = Vec::new();
-    rec(&mut Vec::new(), rank, &mut out);
-    out
-}
-
 /// Calls `f` with every multi-index of `ext` (first index fastest).
 pub fn for_each_index(ext: &[usize], mut f: impl FnMut(&[usize])) {
     if ext.contains(&0) {

@@ -17,6 +17,7 @@
 use sial_interpreter::device::{
     DevBuf, Device, DeviceCopies, GemmSpec, HostDevice, Intent, PinnedBuf, contract_on,
 };
+use sial_superinstructions::permute_cases::{BENZENE_631G, SIX_INDEX, all_permutations};
 use sial_superinstructions::{ContractionPlan, Shape};
 use std::error::Error;
 use std::time::Instant;
@@ -157,22 +158,6 @@ fn contractions(dev: &mut dyn Device, segments: &[usize]) -> Res<()> {
 /// A permutation case: the source's extents and the permutation.
 type Case = (Vec<usize>, Vec<usize>);
 
-/// Every permutation of `rank` indices, in lexicographic order.
-fn all_perms(rank: usize) -> Vec<Vec<usize>> {
-    if rank == 0 {
-        return vec![Vec::new()];
-    }
-    let mut out = Vec::new();
-    for first in 0..rank {
-        for rest in all_perms(rank - 1) {
-            let mut p = vec![first];
-            p.extend(rest.into_iter().map(|x| if x >= first { x + 1 } else { x }));
-            out.push(p);
-        }
-    }
-    out
-}
-
 /// Permutations of 4-index blocks (all 24) and 6-index blocks (the common ones) against a
 /// device copy of the same bytes, each checked against the CPU's permutation; the worst and
 /// the median ratio of each shape. An error if any result differs.
@@ -182,24 +167,19 @@ fn permutations(dev: &mut dyn Device, edges4: &[usize], edges6: &[usize]) -> Res
         "{:>17} {:>14} {:>12} {:>12} {:>7} {:>8}",
         "extents", "perm", "copy GB/s", "perm GB/s", "ratio", "vs CPU"
     );
-    // The CPU bench's 6-index list (superinstructions/benches/permutations.rs), and two
-    // swaps of all three pairs.
-    let six: Vec<Vec<usize>> = [
-        [1, 0, 2, 3, 4, 5],
-        [0, 2, 1, 4, 3, 5],
-        [2, 1, 0, 5, 4, 3],
-        [3, 4, 5, 0, 1, 2],
-        [0, 1, 2, 5, 4, 3],
-        [5, 4, 3, 2, 1, 0],
-        [1, 0, 3, 2, 5, 4],
-    ]
-    .iter()
-    .map(|p| p.to_vec())
-    .collect();
+    // The CPU bench's 6-index list, and two swaps of all three pairs.
+    let six: Vec<Vec<usize>> = SIX_INDEX
+        .iter()
+        .chain([[1, 0, 3, 2, 5, 4]].iter())
+        .map(|p| p.to_vec())
+        .collect();
     let cube = |rank: usize, e: usize| vec![e; rank];
     let mut shapes: Vec<(String, Vec<Case>)> = Vec::new();
     for &e in edges4 {
-        let list = all_perms(4).into_iter().map(|p| (cube(4, e), p)).collect();
+        let list = all_permutations(4)
+            .into_iter()
+            .map(|p| (cube(4, e), p))
+            .collect();
         shapes.push((format!("{e}^4"), list));
     }
     for &e in edges6 {
@@ -207,16 +187,11 @@ fn permutations(dev: &mut dyn Device, edges4: &[usize], edges6: &[usize]) -> Res
         shapes.push((format!("{e}^6"), list));
     }
     if !edges4.is_empty() && edges4[0] > 12 {
-        // The CPU bench's costliest permutations of benzene/6-31G CCSD (2 workers).
-        let job: [(&[usize], &[usize]); 6] = [
-            (&[23, 21, 23, 21], &[0, 3, 2, 1]),
-            (&[23, 21, 23, 21], &[2, 3, 0, 1]),
-            (&[27, 21, 21, 21], &[2, 3, 0, 1]),
-            (&[21, 21, 21, 21], &[0, 2, 1, 3]),
-            (&[21, 27, 18, 27], &[3, 2, 1, 0]),
-            (&[21, 21, 23, 21], &[1, 0, 3, 2]),
-        ];
-        let list = job.iter().map(|(e, p)| (e.to_vec(), p.to_vec())).collect();
+        // The CPU bench's costliest permutations of benzene/6-31G CCSD.
+        let list = BENZENE_631G
+            .iter()
+            .map(|(e, p)| (e.to_vec(), p.to_vec()))
+            .collect();
         shapes.push(("job".into(), list));
     }
     let mut differ = 0;

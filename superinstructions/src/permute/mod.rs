@@ -1052,7 +1052,8 @@ fn for_each_offset(loops: &[Loop], mut f: impl FnMut(usize, usize)) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testutil::{all_permutations, naive_permute, random_vec};
+    use crate::permute_cases::all_permutations;
+    use crate::testutil::{naive_permute, random_vec};
     use proptest::prelude::*;
 
     /// The nest other kernels take: extents of 1 dropped, dimensions adjacent in both layouts

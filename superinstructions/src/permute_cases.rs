@@ -1,0 +1,67 @@
+//! The permutations the benchmarks measure, in one place: the CPU's
+//! (`benches/permutations.rs`) and the GPU's (`sial-interpreter`'s `gpu_measure`) time the
+//! same cases, and the tests walk every permutation of small ranks.
+
+/// Every permutation of `0..rank`, in lexicographic order.
+pub fn all_permutations(rank: usize) -> Vec<Vec<usize>> {
+    if rank == 0 {
+        return vec![Vec::new()];
+    }
+    let mut out = Vec::new();
+    for first in 0..rank {
+        for rest in all_permutations(rank - 1) {
+            let mut p = vec![first];
+            p.extend(rest.into_iter().map(|x| if x >= first { x + 1 } else { x }));
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// 6-index permutations as (T) and EOM programs apply them to t3-like amplitudes: swaps of
+/// one group, of both groups, the group exchange and the full reversal.
+pub const SIX_INDEX: [[usize; 6]; 6] = [
+    [1, 0, 2, 3, 4, 5],
+    [0, 2, 1, 4, 3, 5],
+    [2, 1, 0, 5, 4, 3],
+    [3, 4, 5, 0, 1, 2],
+    [0, 1, 2, 5, 4, 3],
+    [5, 4, 3, 2, 1, 0],
+];
+
+/// The costliest permutations of a real job, `(source extents, permutation)`: benzene/6-31G
+/// CCSD (`sial setup --molecule benches/molecules/benzene.xyz --basis 6-31g --method ccsd`, 2
+/// workers + 1 server), AO segments 22-23, occupied 21, virtual 18-27: the first six by total
+/// time.
+pub const BENZENE_631G: [([usize; 4], [usize; 4]); 6] = [
+    ([23, 21, 23, 21], [0, 3, 2, 1]),
+    ([23, 21, 23, 21], [2, 3, 0, 1]),
+    ([27, 21, 21, 21], [2, 3, 0, 1]),
+    ([21, 21, 21, 21], [0, 2, 1, 3]),
+    ([21, 27, 18, 27], [3, 2, 1, 0]),
+    ([21, 21, 23, 21], [1, 0, 3, 2]),
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_permutation_once_in_order() {
+        assert_eq!(all_permutations(0), [Vec::<usize>::new()]);
+        assert_eq!(
+            all_permutations(3),
+            [
+                [0, 1, 2],
+                [0, 2, 1],
+                [1, 0, 2],
+                [1, 2, 0],
+                [2, 0, 1],
+                [2, 1, 0]
+            ]
+        );
+        let four = all_permutations(4);
+        assert_eq!(four.len(), 24);
+        assert!(four.windows(2).all(|w| w[0] < w[1]));
+    }
+}

@@ -1,6 +1,6 @@
-//! Every permutation of 4-index blocks (16⁴, 24⁴, 31⁴, 32⁴, 48⁴), common 6-index ones and the
-//! costliest ones of a real job, each against a plain copy of the same bytes timed in the same
-//! run (docs/benchmarks.md, "Permutations against memcpy").
+//! Every permutation of 4-index blocks (16⁴, 24⁴, 31⁴, 32⁴, 48⁴, and water's `[19,5,19,5]`),
+//! common 6-index ones and the costliest ones of a real job, each against a plain copy of the
+//! same bytes timed in the same run (docs/benchmarks.md, "Permutations against memcpy").
 //!
 //! Run: `cargo bench -p sial-superinstructions --bench permutations [-- [--cold] FILTER]`.
 //! Prints one line per case: the median time of `permute` and of `copy_from_slice` over the same number of
@@ -14,7 +14,7 @@
 //! gives the same block, and prints its time, its ratio to the copy and sial's speed against it.
 
 use sial_superinstructions::line_aligned::LineAligned;
-use sial_superinstructions::permute_cases::{BENZENE_631G, SIX_INDEX, all_permutations};
+use sial_superinstructions::permute_cases::{BENZENE_631G, SIX_INDEX, WATER_T2, all_permutations};
 use sial_superinstructions::{Shape, permute};
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -162,6 +162,15 @@ fn main() {
             .collect();
         groups.push((format!("{n}^6"), cases));
     }
+    // Every permutation of a small-segment job's amplitude block (water/cc-pVDZ).
+    let cases = all_permutations(4)
+        .into_iter()
+        .map(|perm| Case {
+            ext: WATER_T2.to_vec(),
+            perm,
+        })
+        .collect();
+    groups.push(("water".to_string(), cases));
     // The costliest permutations of a real job (benzene/6-31G CCSD).
     let cases = BENZENE_631G
         .iter()

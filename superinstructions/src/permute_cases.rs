@@ -42,6 +42,11 @@ pub const BENZENE_631G: [([usize; 4], [usize; 4]); 6] = [
     ([21, 21, 23, 21], [1, 0, 3, 2]),
 ];
 
+/// An amplitude block `[a,i,b,j]` of water/cc-pVDZ CCSD (`sial setup`'s segments: virtual
+/// 19, occupied 5): its 24 permutations are those of small-segment jobs, where one side of a
+/// plane is shorter than a vector and the other no multiple of one.
+pub const WATER_T2: [usize; 4] = [19, 5, 19, 5];
+
 #[cfg(test)]
 mod tests {
     use super::*;

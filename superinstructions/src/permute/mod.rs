@@ -41,13 +41,19 @@
 //!    each side and written as runs of 64 ([`RunTiles`]);
 //! 9. while it moves the planes of one step of the loops outside them in 8 × 8 blocks, fetches
 //!    the source lines of the next step into L2 ([`tile::Ahead`]): from memory, the plane's
-//!    rows are more streams than the hardware prefetchers follow.
+//!    rows are more streams than the hardware prefetchers follow;
+//! 10. where the CPU has AVX-512 and a plane's sides are not both multiples of 8 (segments of
+//!     5, 19, 21, 27, 31), and its source rows share no L1 sets, fills each destination vector
+//!     by one gather from the source instead of 4 × 4 blocks with overlapping edges; where the
+//!     destination rows are shorter than a vector, the vectors run across the rows that
+//!     follow each other in the destination ([`gathers`]).
 
 use crate::error::{KernelError, Role};
 use crate::labels::{Operand, OperandMut, permutation_from_labels};
 use crate::shape::{MAX_RANK, Shape, check_len, check_permutation};
 use tile::{Ahead, Tile};
 
+mod gathers;
 mod tile;
 
 /// `dst = src` permuted: `dst[i_0,…,i_{n-1}] = src[j]` with `j[perm[d]] = i_d`.
@@ -360,6 +366,9 @@ fn run<S: Store>(dst: &mut [f64], src: &[f64], loops: &Loops, st: S, may_stream:
     // A plain copy may bypass the caches where the destination allows it.
     let may_stream = may_stream && st.alpha().is_none();
     let cut = cut(a, b, (may_stream && streams(dst, a)).then(Streaming::here));
+    if !cut.staged && gathers::pays(a, b) && gathers::run(dst, src, (a, b), outer, st) {
+        return;
+    }
     // Planes of one tile that need neither staging nor streaming, and planes in 8 × 8 blocks:
     // the planes along the first outer loop go to the kernel in one call.
     let one_tile = !cut.staged && !cut.stream && cut.tiles == (a.n, b.n) && !outer.is_empty();
@@ -1144,6 +1153,21 @@ mod tests {
         ];
         for (i, (ext, perm)) in cases.iter().enumerate() {
             check_one(ext, perm, 1000 + 10 * i as u64)?;
+        }
+        Ok(())
+    }
+
+    /// Water's amplitude block: planes with a side of 5 (gathered across the destination's
+    /// rows where another loop continues them) and of 19.
+    #[test]
+    fn every_permutation_of_a_small_segment_block() -> Result<(), KernelError> {
+        for (i, perm) in all_permutations(4).iter().enumerate() {
+            check_one(&crate::permute_cases::WATER_T2, perm, 300 + i as u64)?;
+            check_one(
+                &[7, 3, 9, 2, 5],
+                &[perm[0], perm[1], 4, perm[2], perm[3]],
+                400 + i as u64,
+            )?;
         }
         Ok(())
     }

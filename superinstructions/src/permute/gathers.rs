@@ -183,13 +183,13 @@ mod x86 {
 
     /// Destination rows shorter than a vector (`a.n < 8`) continued in the destination by
     /// other loops: the rows, and the loops that continue them while they are shorter than
-    /// a vector, make a run of `P` elements (at most [`RUN`]) whose source offsets `offs`
-    /// lists; a further loop `c` continues the run (`c.ds == P`), so that its steps are
-    /// `P · c.n` contiguous elements, gathered 8 at a time across runs. Vector `v` of a group
-    /// of 8 steps of `c` holds elements `q = 8v..8v + 8` of the group, element `q mod P` of
-    /// step `q div P`; the `P` vectors of a group cover its 8 steps exactly.
+    /// a vector, make a run of `len` elements (at most [`RUN`]); a further loop `c` continues
+    /// the run (`c.ds == len`), so that its steps are `len · c.n` contiguous elements,
+    /// gathered 8 at a time across runs. Vector `v` of a group of 8 steps of `c` holds
+    /// elements `q = 8v..8v + 8` of the group, element `q mod len` of step `q div len`; the
+    /// `len` vectors of a group cover its 8 steps exactly.
     pub(super) struct Across {
-        run: usize,
+        len: usize,
         c: Loop,
         /// Vector `v`'s source offsets, from the group's first element.
         idx: [__m512i; RUN],
@@ -250,7 +250,8 @@ mod x86 {
             }
             // SAFETY: `__m512i` is 8 `i64`s, any bits valid.
             let idx = unsafe { std::mem::transmute::<[[i64; 8]; RUN], [__m512i; RUN]>(lanes) };
-            Some((Across { run, c, idx }, Loops::except(all, &used[..n_used])))
+            let across = Across { len: run, c, idx };
+            Some((across, Loops::except(all, &used[..n_used])))
         }
 
         /// The runs along `c` from `d` and `s`.
@@ -259,7 +260,7 @@ mod x86 {
         /// AVX-512F; every element of the runs inside the buffers.
         #[target_feature(enable = "avx512f")]
         pub(super) unsafe fn run<const ADD: bool>(&self, d: *mut f64, s: *const f64, alpha: f64) {
-            let (run, c) = (self.run, self.c);
+            let (run, c) = (self.len, self.c);
             let groups = c.n / 8;
             // SAFETY (all loads and stores below): group `g` reads steps `8g..8g + 8` of `c`
             // and writes elements `8g · run..(8g + 8) · run`; the last group only its

@@ -9,11 +9,14 @@
 //! where the plan runs the packed GEMM (`ContractionPlan::cpu_packed`); with
 //! `SIAL_NO_PACKED_GEMM=1` it never does, for side-by-side runs.
 //!
-//! Each case times `ContractionPlan::execute` (beta 0, sequential) and faer's `matmul` on
-//! contiguous `m×k` and `k×n` matrices (`m, n, k` from [`ContractionPlan::gemm_dims`]),
-//! alternating batches of calls, and prints the medians and the ratio of the two rates.
+//! Each case times `ContractionPlan::execute` (beta 0, sequential) and the GEMM of the same
+//! `m, n, k` ([`ContractionPlan::gemm_dims`]) on contiguous `m×k` and `k×n` matrices, as the
+//! contractions run it (`column_major_gemm`: faer's `matmul`, in chunks of rows where its left
+//! operand is large) and as one call of faer's `matmul` ("faer µs"), alternating batches of
+//! calls, and prints the medians and the ratio of the contraction's rate to the GEMM's.
 //!
-//! Run: `cargo bench -p sial-superinstructions --bench contractions [-- [--cold] FILTER]`. The
+//! Run: `cargo bench -p sial-superinstructions --bench contractions [-- [--cold] FILTER...]`,
+//! where a filter is a job, a source line, a pattern, or `JOB/LINE` (`benzene/1894`). The
 //! blocks are allocated by the `sial` binary's allocator (`line_aligned`), on cache lines. With
 //! `--cold`, both sides take 16 sets of blocks in turn, so that their blocks come from L3 or
 //! memory rather than L2.
@@ -21,7 +24,7 @@
 use faer::linalg::matmul::matmul;
 use faer::{Accum, MatMut, MatRef, Par};
 use sial_superinstructions::line_aligned::LineAligned;
-use sial_superinstructions::{ContractionPlan, Label, Shape};
+use sial_superinstructions::{ContractionPlan, Label, Shape, column_major_gemm};
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
@@ -134,23 +137,23 @@ fn data(n: usize, seed: usize) -> Vec<f64> {
         .collect()
 }
 
-/// Median seconds per call of `f` and of `g`, timed in alternating batches of `reps` calls.
-fn alternate(rounds: usize, reps: usize, mut f: impl FnMut(), mut g: impl FnMut()) -> (f64, f64) {
-    let mut tf = Vec::with_capacity(rounds);
-    let mut tg = Vec::with_capacity(rounds);
+/// Median seconds per call of each of `fs`, timed in alternating batches of `reps` calls.
+fn alternate<const N: usize>(
+    rounds: usize,
+    reps: usize,
+    mut fs: [&mut dyn FnMut(); N],
+) -> [f64; N] {
+    let mut ts: [Vec<f64>; N] = std::array::from_fn(|_| Vec::with_capacity(rounds));
     for _ in 0..rounds {
-        let t = Instant::now();
-        for _ in 0..reps {
-            f();
+        for (f, t) in fs.iter_mut().zip(&mut ts) {
+            let start = Instant::now();
+            for _ in 0..reps {
+                f();
+            }
+            t.push(start.elapsed().as_secs_f64() / reps as f64);
         }
-        tf.push(t.elapsed().as_secs_f64() / reps as f64);
-        let t = Instant::now();
-        for _ in 0..reps {
-            g();
-        }
-        tg.push(t.elapsed().as_secs_f64() / reps as f64);
     }
-    (median(&mut tf), median(&mut tg))
+    ts.map(|mut t| median(&mut t))
 }
 
 fn median(v: &mut [f64]) -> f64 {
@@ -191,6 +194,7 @@ fn run_case(lines: &str, pattern: &str, scale: Scale) {
     let mut dv = each(d.shape.len(), 0);
     let (a, b) = (each(m * k, 3), each(k * n, 4));
     let mut c = each(m * n, 0);
+    let mut cf = each(m * n, 0);
     let (mut at, mut gat) = (0, 0);
     let mut contract = || {
         at = (at + 1) % sets;
@@ -204,17 +208,27 @@ fn run_case(lines: &str, pattern: &str, scale: Scale) {
     };
     let mut gemm = || {
         gat = (gat + 1) % sets;
+        column_major_gemm(
+            black_box(&mut c[gat]),
+            black_box(&a[gat]),
+            black_box(&b[gat]),
+            [m, n, k],
+        );
+    };
+    let mut fat = 0;
+    let mut faer = || {
+        fat = (fat + 1) % sets;
         matmul(
-            MatMut::from_column_major_slice_mut(black_box(&mut c[gat]), m, n),
+            MatMut::from_column_major_slice_mut(black_box(&mut cf[fat]), m, n),
             Accum::Replace,
-            MatRef::from_column_major_slice(black_box(&a[gat]), m, k),
-            MatRef::from_column_major_slice(black_box(&b[gat]), k, n),
+            MatRef::from_column_major_slice(black_box(&a[fat]), m, k),
+            MatRef::from_column_major_slice(black_box(&b[fat]), k, n),
             1.0,
             Par::Seq,
         );
     };
     let reps = reps_for(Duration::from_millis(2), &mut contract);
-    let (tc, tg) = alternate(21, reps, &mut contract, &mut gemm);
+    let [tc, tg, tf] = alternate(21, reps, [&mut contract, &mut gemm, &mut faer]);
     let flops = plan.flops();
     let p = plan.cpu_permutes();
     let moved: String = [(p.left, 'l'), (p.right, 'r'), (p.dst, 'd')]
@@ -232,7 +246,7 @@ fn run_case(lines: &str, pattern: &str, scale: Scale) {
     };
     let moved = format!("{moved} {}{form}", plan.cpu_gemm_calls());
     println!(
-        "{:<12} {:<22} {:<16} {:>5} {:>4} {:>5} {:>6} {:>10.2} {:>10.2} {:>7.1} {:>7.1} {:>6.0}%",
+        "{:<12} {:<22} {:<16} {:>5} {:>4} {:>5} {:>6} {:>10.2} {:>10.2} {:>10.2} {:>7.1} {:>7.1} {:>6.0}%",
         scale.name,
         lines,
         pattern,
@@ -242,6 +256,7 @@ fn run_case(lines: &str, pattern: &str, scale: Scale) {
         moved,
         tc * 1e6,
         tg * 1e6,
+        tf * 1e6,
         flops / tc * 1e-9,
         flops / tg * 1e-9,
         100.0 * tg / tc
@@ -255,7 +270,7 @@ fn main() {
         .filter(|a| !a.starts_with("--"))
         .collect();
     println!(
-        "{:<12} {:<22} {:<16} {:>5} {:>4} {:>5} {:>6} {:>10} {:>10} {:>7} {:>7} {:>7}",
+        "{:<12} {:<22} {:<16} {:>5} {:>4} {:>5} {:>6} {:>10} {:>10} {:>10} {:>7} {:>7} {:>7}",
         "job",
         "lines",
         "pattern",
@@ -265,6 +280,7 @@ fn main() {
         "copies",
         "contr µs",
         "gemm µs",
+        "faer µs",
         "GF/s c",
         "GF/s g",
         "ratio"
@@ -272,9 +288,10 @@ fn main() {
     for &scale in SCALES {
         for &(lines, pattern) in PATTERNS {
             let wanted = filter.is_empty()
-                || filter
-                    .iter()
-                    .any(|f| lines.contains(f.as_str()) || pattern == f || scale.name == f);
+                || filter.iter().any(|f| match f.split_once('/') {
+                    Some((job, line)) => scale.name == job && lines.contains(line),
+                    None => lines.contains(f.as_str()) || pattern == f || scale.name == f,
+                });
             if wanted {
                 run_case(lines, pattern, scale);
             }

@@ -3,10 +3,16 @@
 //! We use faer's `matmul` directly on column-major slices: a stored matrix may be used as itself
 //! or transposed at no cost (faer takes arbitrary strides and packs internally), which is what
 //! lets [`crate::contract`] skip permutations whenever an operand is already `[free, contracted]`
-//! or `[contracted, free]`.
+//! or `[contracted, free]`. Where the left operand is large, a sequential GEMM is split into
+//! chunks of the result's rows ([`CHUNK_BYTES`]), and a transposed right operand is then copied
+//! column-major once (docs/benchmarks.md, "GEMMs in chunks of rows").
 
+use crate::batched::sized;
+use crate::permute::permute_operand;
+use crate::shape::Shape;
 use faer::linalg::matmul::matmul;
 use faer::{Accum, MatMut, MatRef, Par};
+use std::cell::Cell;
 use std::num::NonZeroUsize;
 
 /// How many threads a GEMM may use.
@@ -84,7 +90,7 @@ pub(crate) fn gemm_views(
     } else {
         Accum::Replace
     };
-    matmul(c, accum, a, b, 1.0, Par::Seq);
+    in_row_chunks(c, accum, a, b, Par::Seq);
 }
 
 fn mat_ref((data, v): (&[f64], View), rows: usize, cols: usize) -> MatRef<'_, f64> {
@@ -113,16 +119,207 @@ pub(crate) fn gemm(
     } else {
         MatRef::from_column_major_slice(a.data, m, k)
     };
-    let b = if b.transposed {
-        MatRef::from_column_major_slice(b.data, n, k).transpose()
-    } else {
-        MatRef::from_column_major_slice(b.data, k, n)
-    };
     let c = MatMut::from_column_major_slice_mut(c, m, n);
     let accum = if accumulate {
         Accum::Add
     } else {
         Accum::Replace
     };
-    matmul(c, accum, a, b, 1.0, par.to_faer());
+    let par = par.to_faer();
+    if !b.transposed {
+        let b = MatRef::from_column_major_slice(b.data, k, n);
+        return in_row_chunks(c, accum, a, b, par);
+    }
+    if !in_chunks(m, k, par) {
+        let b = MatRef::from_column_major_slice(b.data, n, k).transpose();
+        return in_row_chunks(c, accum, a, b, par);
+    }
+    // Every chunk would read a row-major right operand across its rows, a cache line per
+    // summed index for a few columns; copied column-major first, 504³ ran 1.2× as fast.
+    let mut columns = COLUMNS.take();
+    let buf = sized(&mut columns, k * n);
+    let copied = Shape::new(&[n, k])
+        .and_then(|from| Ok((from, Shape::new(&[k, n])?)))
+        .and_then(|(from, to)| permute_operand(buf, &to, b.data, &from, &[1, 0]));
+    let b = match copied {
+        Ok(()) => MatRef::from_column_major_slice(buf, k, n),
+        // Extents a block cannot have: faer reads the operand as stored.
+        Err(_) => MatRef::from_column_major_slice(b.data, n, k).transpose(),
+    };
+    in_row_chunks(c, accum, a, b, par);
+    if columns.capacity() > KEEP_COLUMNS {
+        columns = Vec::new();
+    }
+    COLUMNS.set(columns);
+}
+
+/// Right operands up to this many elements (4 MiB) copied column-major are kept per thread.
+const KEEP_COLUMNS: usize = 1 << 19;
+
+thread_local! {
+    /// A transposed right operand copied column-major (see [`gemm`]).
+    static COLUMNS: Cell<Vec<f64>> = const { Cell::new(Vec::new()) };
+}
+
+/// `c = a·b` on one thread for column-major `a` (`m×k`), `b` (`k×n`) and `c` (`m×n`), as
+/// every contraction's GEMM runs: the reference of the contraction benchmark.
+///
+/// # Panics
+/// If a slice's length is not its matrix's size.
+pub fn column_major_gemm(c: &mut [f64], a: &[f64], b: &[f64], [m, n, k]: [usize; 3]) {
+    in_row_chunks(
+        MatMut::from_column_major_slice_mut(c, m, n),
+        Accum::Replace,
+        MatRef::from_column_major_slice(a, m, k),
+        MatRef::from_column_major_slice(b, k, n),
+        Par::Seq,
+    );
+}
+
+/// The most bytes of a GEMM's left operand (its rows by the up to [`DEPTH`] summed indices
+/// faer's kernels take at a time) one sequential call is given.
+///
+/// Below a threshold of rows set by the L2 size, faer's x86 kernels do not block the rows of
+/// a column-major result: for every few columns they read the whole left operand again. Where
+/// that operand is near the L2's size it comes from L3 every time, and 504³ ran at 27–44
+/// GF/s against 49–76 GF/s in chunks of rows (docs/benchmarks.md, "GEMMs in chunks of rows").
+const CHUNK_BYTES: usize = crate::L2_BYTES / 2;
+
+/// Summed indices faer's kernels take per pass.
+const DEPTH: usize = 512;
+
+/// Bytes of an `m×k` left operand faer's kernels take at a time.
+fn left_bytes(m: usize, k: usize) -> usize {
+    m * k.min(DEPTH) * std::mem::size_of::<f64>()
+}
+
+/// Whether [`in_row_chunks`] splits a GEMM with an `m×k` left operand.
+fn in_chunks(m: usize, k: usize, par: Par) -> bool {
+    matches!(par, Par::Seq) && left_bytes(m, k) > CHUNK_BYTES
+}
+
+/// `c = a·b` or `c += a·b` by faer; a sequential call on a column-major `c` (a row-major one
+/// is its transpose) is split over chunks of `c`'s rows where the left operand exceeds
+/// [`CHUNK_BYTES`].
+fn in_row_chunks(
+    mut c: MatMut<'_, f64>,
+    accum: Accum,
+    a: MatRef<'_, f64>,
+    b: MatRef<'_, f64>,
+    par: Par,
+) {
+    if c.row_stride() != 1 && c.col_stride() == 1 {
+        // faer computes a row-major result as its transpose, `Cᵀ = Bᵀ·Aᵀ`.
+        return in_row_chunks(c.transpose_mut(), accum, b.transpose(), a.transpose(), par);
+    }
+    let (m, k) = (a.nrows(), a.ncols());
+    if !in_chunks(m, k, par) {
+        matmul(c, accum, a, b, 1.0, par);
+        return;
+    }
+    // Chunks of equal size, on whole cache lines of a column.
+    let chunks = left_bytes(m, k).div_ceil(CHUNK_BYTES);
+    let rows = m.div_ceil(chunks).next_multiple_of(8);
+    let mut r = 0;
+    while r < m {
+        let h = rows.min(m - r);
+        matmul(
+            c.as_mut().subrows_mut(r, h),
+            accum,
+            a.subrows(r, h),
+            b,
+            1.0,
+            Par::Seq,
+        );
+        r += h;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn values(n: usize, seed: u64) -> Vec<f64> {
+        let mut x = seed;
+        (0..n)
+            .map(|_| {
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                (x >> 11) as f64 / (1u64 << 53) as f64 - 0.5
+            })
+            .collect()
+    }
+
+    /// A left operand over [`CHUNK_BYTES`] (3 chunks, the last one short), a result column-major
+    /// or row-major, written or added to: every element as faer computes it in one call.
+    #[test]
+    fn chunks_of_rows_give_the_one_call_result() {
+        let (m, n, k) = (301, 37, 600);
+        assert!(m * DEPTH * 8 > 2 * CHUNK_BYTES);
+        let a = values(m * k, 1);
+        let b = values(k * n, 2);
+        let c0 = values(m * n, 3);
+        fn view(c: &mut [f64], (m, n): (usize, usize), row_major: bool) -> MatMut<'_, f64> {
+            if row_major {
+                MatMut::from_column_major_slice_mut(c, n, m).transpose_mut()
+            } else {
+                MatMut::from_column_major_slice_mut(c, m, n)
+            }
+        }
+        for row_major in [false, true] {
+            for accum in [Accum::Replace, Accum::Add] {
+                let am = MatRef::from_column_major_slice(&a, m, k);
+                let bm = MatRef::from_column_major_slice(&b, k, n);
+                let (mut whole, mut chunked) = (c0.clone(), c0.clone());
+                matmul(
+                    view(&mut whole, (m, n), row_major),
+                    accum,
+                    am,
+                    bm,
+                    1.0,
+                    Par::Seq,
+                );
+                in_row_chunks(
+                    view(&mut chunked, (m, n), row_major),
+                    accum,
+                    am,
+                    bm,
+                    Par::Seq,
+                );
+                assert_eq!(whole, chunked, "row-major {row_major}, {accum:?}");
+            }
+        }
+    }
+
+    /// A transposed right operand of a GEMM split in chunks is copied column-major first:
+    /// the result is faer's on the operand as stored.
+    #[test]
+    fn a_transposed_right_operand_gives_the_one_call_result() {
+        let (m, n, k) = (301, 37, 600);
+        assert!(in_chunks(m, k, Par::Seq));
+        let a = values(m * k, 4);
+        let b = values(k * n, 5);
+        let mut whole = vec![0.0; m * n];
+        matmul(
+            MatMut::from_column_major_slice_mut(&mut whole, m, n),
+            Accum::Replace,
+            MatRef::from_column_major_slice(&a, m, k),
+            MatRef::from_column_major_slice(&b, n, k).transpose(),
+            1.0,
+            Par::Seq,
+        );
+        let mut c = vec![1.0; m * n];
+        let stored = |data, transposed| Stored { data, transposed };
+        let dims = Dims { m, n, k };
+        gemm(
+            &mut c,
+            dims,
+            stored(&a, false),
+            stored(&b, true),
+            false,
+            Parallelism::Sequential,
+        );
+        assert_eq!(whole, c);
+    }
 }

@@ -47,7 +47,7 @@ const L2_BYTES: usize = 1 << 20;
 pub use contract::{ContractionPlan, Permutes, contract, dot, tensor};
 pub use elementwise::{add, add_scalar, axpy, copy, fill, scale, scale_copy, sub};
 pub use error::{KernelError, Role};
-pub use gemm::Parallelism;
+pub use gemm::{Parallelism, column_major_gemm};
 pub use labels::{Label, Operand, OperandMut, Perm, permutation_from_labels};
 pub use permute::{
     PermLoop, permute, permute_add, permute_add_labeled, permute_labeled, permute_loops,

@@ -4,8 +4,8 @@
 //! or transposed at no cost (faer takes arbitrary strides and packs internally), which is what
 //! lets [`crate::contract`] skip permutations whenever an operand is already `[free, contracted]`
 //! or `[contracted, free]`. Where the left operand is large, a sequential GEMM is split into
-//! chunks of the result's rows ([`CHUNK_BYTES`]), and a transposed right operand is then copied
-//! column-major once (docs/benchmarks.md, "GEMMs in chunks of rows").
+//! chunks of the result's rows ([`CHUNK_BYTES`]); [`gemm`] then copies a transposed right
+//! operand column-major once (docs/benchmarks.md, "GEMMs in chunks of rows").
 
 use crate::batched::sized;
 use crate::permute::permute_operand;

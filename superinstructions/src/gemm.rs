@@ -292,6 +292,43 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(24))]
+        /// Shapes on both sides of the split, results of either order, written or added to,
+        /// right operands stored or transposed: every element as faer's one call gives it.
+        #[test]
+        fn any_gemm_gives_the_one_call_result(
+            m in 1usize..300,
+            n in 1usize..24,
+            k in 1usize..700,
+            row_major in proptest::bool::ANY,
+            add in proptest::bool::ANY,
+            b_transposed in proptest::bool::ANY,
+            seed in 0u64..1000,
+        ) {
+            let a = values(m * k, seed);
+            let b = values(k * n, seed + 1);
+            let c0 = values(m * n, seed + 2);
+            let accum = if add { Accum::Add } else { Accum::Replace };
+            let bm = if b_transposed {
+                MatRef::from_column_major_slice(&b, n, k).transpose()
+            } else {
+                MatRef::from_column_major_slice(&b, k, n)
+            };
+            let am = MatRef::from_column_major_slice(&a, m, k);
+            let (mut whole, mut split) = (c0.clone(), c0.clone());
+            if row_major {
+                matmul(MatMut::from_column_major_slice_mut(&mut whole, n, m).transpose_mut(), accum, am, bm, 1.0, Par::Seq);
+                in_row_chunks(MatMut::from_column_major_slice_mut(&mut split, n, m).transpose_mut(), accum, am, bm, Par::Seq);
+            } else {
+                matmul(MatMut::from_column_major_slice_mut(&mut whole, m, n), accum, am, bm, 1.0, Par::Seq);
+                let stored = |data, transposed| Stored { data, transposed };
+                gemm(&mut split, Dims { m, n, k }, stored(&a, false), stored(&b, b_transposed), add, Parallelism::Sequential);
+            }
+            proptest::prop_assert_eq!(whole, split);
+        }
+    }
+
     /// A transposed right operand of a GEMM split in chunks is copied column-major first:
     /// the result is faer's on the operand as stored.
     #[test]

@@ -116,7 +116,7 @@ pub fn dot(left: Operand<'_>, right: Operand<'_>) -> Result<f64, KernelError> {
 /// Which operands a [`ContractionPlan`] copies into another order.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Permutes {
-    /// The left operand is copied into `[FL, C]` order before the GEMM.
+    /// The left operand is copied into `[FL, C]` (or `[C, FL]`) order before the GEMM.
     pub left: bool,
     /// The right operand is copied into `[C, FR]` order before the GEMM.
     pub right: bool,
@@ -129,8 +129,14 @@ pub struct Permutes {
 enum Prep {
     /// Used in place; `transposed` if stored `[C, F]` (left) or `[F, C]` (right).
     InPlace { transposed: bool },
-    /// Copied into `[FL, C]` (left) or `[C, FR]` (right) first.
-    Permute { from: Shape, to: Shape, perm: Perm },
+    /// Copied into `[FL, C]` (left) or `[C, FR]` (right) first, or into `[C, FL]` or
+    /// `[FR, C]` if `transposed`.
+    Permute {
+        from: Shape,
+        to: Shape,
+        perm: Perm,
+        transposed: bool,
+    },
 }
 
 /// A GEMM in place whose result has fewer rows than this (faer's tallest kernel), all of them
@@ -330,20 +336,6 @@ impl ContractionPlan {
             n: prod(fr),
             k: prod(c),
         };
-        let left = if is_concat(&ld, fl, c) {
-            Prep::InPlace { transposed: false }
-        } else if is_concat(&ld, c, fl) {
-            Prep::InPlace { transposed: true }
-        } else {
-            permute_prep(&ld, &concat(fl, c))?
-        };
-        let right = if is_concat(&rd, c, fr) {
-            Prep::InPlace { transposed: false }
-        } else if is_concat(&rd, fr, c) {
-            Prep::InPlace { transposed: true }
-        } else {
-            permute_prep(&rd, &concat(c, fr))?
-        };
         let dst = if is_concat(&dd, fl, fr) && !swapped {
             DstPrep::InPlace { swapped: false }
         } else if is_concat(&dd, fr, fl) && swapped {
@@ -355,6 +347,24 @@ impl ContractionPlan {
                 to: shape_of(&dd)?,
                 perm: permutation_from_labels(&labels_of(&dd), &labels_of(&tmp))?,
             }
+        };
+        let left = if is_concat(&ld, fl, c) {
+            Prep::InPlace { transposed: false }
+        } else if is_concat(&ld, c, fl) {
+            Prep::InPlace { transposed: true }
+        } else if matches!(dst, DstPrep::InPlace { swapped: true }) {
+            // `Dᵀ = Rᵀ·Lᵀ` takes left as its right operand: copied `[C, FL]` it is read down its
+            // columns (a `[FL, C]` copy would be copied again: `gemm::gemm`).
+            permute_prep(&ld, &concat(c, fl), true)?
+        } else {
+            permute_prep(&ld, &concat(fl, c), false)?
+        };
+        let right = if is_concat(&rd, c, fr) {
+            Prep::InPlace { transposed: false }
+        } else if is_concat(&rd, fr, c) {
+            Prep::InPlace { transposed: true }
+        } else {
+            permute_prep(&rd, &concat(c, fr), false)?
         };
         // A plan that copies can be beaten by the other forms (which copy less); one that does
         // not, only where its GEMM is narrow.
@@ -483,15 +493,15 @@ impl ContractionPlan {
     }
 
     /// How the left operand reaches the GEMM: `(transposed, permute)`. With `permute ==
-    /// Some((from, to, perm))` it is first permuted from shape `from` into a `[FL, C]` temporary
-    /// of shape `to` (and `transposed` is false); otherwise it is used in place, stored `[C, FL]`
-    /// if `transposed`.
+    /// Some((from, to, perm))` it is first permuted from shape `from` into a temporary of shape
+    /// `to`; otherwise it is used in place. Either is stored `[C, FL]` if `transposed`, else
+    /// `[FL, C]` (a temporary is `[C, FL]` where dst is computed swapped, [`Self::dst_prep`]).
     pub fn left_prep(&self) -> (bool, Option<(Shape, Shape, Perm)>) {
         prep_view(&self.left)
     }
 
-    /// How the right operand reaches the GEMM, as [`Self::left_prep`]: the temporary is
-    /// `[C, FR]`; in place it is stored `[FR, C]` if `transposed`.
+    /// How the right operand reaches the GEMM, as [`Self::left_prep`]: stored `[FR, C]` if
+    /// `transposed`, else `[C, FR]` (a temporary always is).
     pub fn right_prep(&self) -> (bool, Option<(Shape, Shape, Perm)>) {
         prep_view(&self.right)
     }
@@ -687,12 +697,17 @@ fn prepare<'a>(
             data,
             transposed: *transposed,
         }),
-        Prep::Permute { from, to, perm } => {
+        Prep::Permute {
+            from,
+            to,
+            perm,
+            transposed,
+        } => {
             let buf = sized(buf, to.len());
             permute_operand(buf, to, data, from, perm)?;
             Ok(Stored {
                 data: buf,
-                transposed: false,
+                transposed: *transposed,
             })
         }
     }
@@ -702,7 +717,12 @@ fn prepare<'a>(
 fn prep_view(prep: &Prep) -> (bool, Option<(Shape, Shape, Perm)>) {
     match prep {
         Prep::InPlace { transposed } => (*transposed, None),
-        Prep::Permute { from, to, perm } => (false, Some((*from, *to, *perm))),
+        Prep::Permute {
+            from,
+            to,
+            perm,
+            transposed,
+        } => (*transposed, Some((*from, *to, *perm))),
     }
 }
 
@@ -808,11 +828,12 @@ fn shape_of(v: &[Dim]) -> Result<Shape, KernelError> {
     Shape::new(&v.iter().map(|d| d.1).collect::<Vec<_>>())
 }
 
-fn permute_prep(from: &[Dim], to: &[Dim]) -> Result<Prep, KernelError> {
+fn permute_prep(from: &[Dim], to: &[Dim], transposed: bool) -> Result<Prep, KernelError> {
     Ok(Prep::Permute {
         from: shape_of(from)?,
         to: shape_of(to)?,
         perm: permutation_from_labels(&labels_of(to), &labels_of(from))?,
+        transposed,
     })
 }
 
@@ -909,6 +930,40 @@ mod tests {
                     let p = plan(&dl, &ext(&dl), &ll, &ext(&ll), &rl, &ext(&rl))?;
                     assert_eq!(p.permutes(), Permutes::default(), "{dl:?} {ll:?} {rl:?}");
                 }
+            }
+        }
+        Ok(())
+    }
+
+    /// `aibj = cjbn * aicn` (`rccsd_rhf:1701`): dst is `[FR, FL]`, computed as `Dᵀ = Rᵀ·Lᵀ`,
+    /// and left must be copied; it is copied `[C, FL]`, the order in which that product reads
+    /// it, and the plan's steps give the naive sums, written and added to.
+    #[test]
+    fn a_left_copy_for_a_swapped_product_is_summed_labels_first() -> Result<(), KernelError> {
+        let (dl, ll, rl) = ([A, I, B, J], [K, J, B, L], [A, I, K, L]);
+        let p = plan(&dl, &ext4(&dl), &ll, &ext4(&ll), &rl, &ext4(&rl))?;
+        let (transposed, copy) = p.left_prep();
+        let (swapped, dst_copy) = p.dst_prep();
+        assert!(transposed && copy.is_some() && swapped && dst_copy.is_none());
+        assert_eq!(p.right_prep(), (true, None));
+        let (ds, ls, rs) = (
+            Shape::new(&ext4(&dl))?,
+            Shape::new(&ext4(&ll))?,
+            Shape::new(&ext4(&rl))?,
+        );
+        let l = random_vec(ls.len(), 7);
+        let r = random_vec(rs.len(), 8);
+        let expect = naive_contract((&dl, &ds), (&l, &ll, &ls), (&r, &rl, &rs));
+        let d0 = random_vec(ds.len(), 9);
+        for beta in [0.0, 1.0] {
+            let mut d = d0.clone();
+            p.execute_single(&mut d, (&l, &r), beta, &mut Default::default())?;
+            for i in 0..d.len() {
+                let want = beta * d0[i] + expect[i];
+                assert!(
+                    (d[i] - want).abs() <= 1e-12 * (1.0 + want.abs()),
+                    "beta {beta}, {i}"
+                );
             }
         }
         Ok(())

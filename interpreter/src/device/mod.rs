@@ -425,11 +425,11 @@ fn prepare_operand(
 ) -> Result<(DevBuf, bool)> {
     match prep {
         (transposed, None) => Ok((*buf, transposed)),
-        (_, Some((from, to, perm))) => {
+        (transposed, Some((from, to, perm))) => {
             let t = dev.alloc(to.len())?;
             temps.push(t);
             dev.permute(&t, &to, buf, &from, &perm)?;
-            Ok((t, false))
+            Ok((t, transposed))
         }
     }
 }

@@ -238,18 +238,7 @@ fn in_row_chunks(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn values(n: usize, seed: u64) -> Vec<f64> {
-        let mut x = seed;
-        (0..n)
-            .map(|_| {
-                x = x
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
-                (x >> 11) as f64 / (1u64 << 53) as f64 - 0.5
-            })
-            .collect()
-    }
+    use crate::testutil::random_vec;
 
     /// A left operand over [`CHUNK_BYTES`] (3 chunks, the last one short), a result column-major
     /// or row-major, written or added to: every element as faer computes it in one call.
@@ -257,9 +246,9 @@ mod tests {
     fn chunks_of_rows_give_the_one_call_result() {
         let (m, n, k) = (301, 37, 600);
         assert!(m * DEPTH * 8 > 2 * CHUNK_BYTES);
-        let a = values(m * k, 1);
-        let b = values(k * n, 2);
-        let c0 = values(m * n, 3);
+        let a = random_vec(m * k, 1);
+        let b = random_vec(k * n, 2);
+        let c0 = random_vec(m * n, 3);
         fn view(c: &mut [f64], (m, n): (usize, usize), row_major: bool) -> MatMut<'_, f64> {
             if row_major {
                 MatMut::from_column_major_slice_mut(c, n, m).transpose_mut()
@@ -306,9 +295,9 @@ mod tests {
             b_transposed in proptest::bool::ANY,
             seed in 0u64..1000,
         ) {
-            let a = values(m * k, seed);
-            let b = values(k * n, seed + 1);
-            let c0 = values(m * n, seed + 2);
+            let a = random_vec(m * k, seed);
+            let b = random_vec(k * n, seed + 1);
+            let c0 = random_vec(m * n, seed + 2);
             let accum = if add { Accum::Add } else { Accum::Replace };
             let bm = if b_transposed {
                 MatRef::from_column_major_slice(&b, n, k).transpose()
@@ -335,8 +324,8 @@ mod tests {
     fn a_transposed_right_operand_gives_the_one_call_result() {
         let (m, n, k) = (301, 37, 600);
         assert!(in_chunks(m, k, Par::Seq));
-        let a = values(m * k, 4);
-        let b = values(k * n, 5);
+        let a = random_vec(m * k, 4);
+        let b = random_vec(k * n, 5);
         let mut whole = vec![0.0; m * n];
         matmul(
             MatMut::from_column_major_slice_mut(&mut whole, m, n),

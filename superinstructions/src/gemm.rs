@@ -4,15 +4,12 @@
 //! or transposed at no cost (faer takes arbitrary strides and packs internally), which is what
 //! lets [`crate::contract`] skip permutations whenever an operand is already `[free, contracted]`
 //! or `[contracted, free]`. Where the left operand is large, a sequential GEMM is split into
-//! chunks of the result's rows ([`CHUNK_BYTES`]); [`gemm`] then copies a transposed right
-//! operand column-major once (docs/benchmarks.md, "GEMMs in chunks of rows").
+//! chunks of the result's rows ([`CHUNK_BYTES`]); a contraction whose GEMM [`splits`] copies
+//! a right operand stored row-major into columns first (docs/benchmarks.md, "GEMMs in chunks
+//! of rows").
 
-use crate::batched::sized;
-use crate::permute::permute_operand;
-use crate::shape::Shape;
 use faer::linalg::matmul::matmul;
 use faer::{Accum, MatMut, MatRef, Par};
-use std::cell::Cell;
 use std::num::NonZeroUsize;
 
 /// How many threads a GEMM may use.
@@ -125,40 +122,12 @@ pub(crate) fn gemm(
     } else {
         Accum::Replace
     };
-    let par = par.to_faer();
-    if !b.transposed {
-        let b = MatRef::from_column_major_slice(b.data, k, n);
-        return in_row_chunks(c, accum, a, b, par);
-    }
-    if !in_chunks(m, k, par) {
-        let b = MatRef::from_column_major_slice(b.data, n, k).transpose();
-        return in_row_chunks(c, accum, a, b, par);
-    }
-    // Every chunk would read a row-major right operand across its rows, a cache line per
-    // summed index for a few columns; copied column-major first, 504³ ran 1.2× as fast.
-    let mut columns = COLUMNS.take();
-    let buf = sized(&mut columns, k * n);
-    let copied = Shape::new(&[n, k])
-        .and_then(|from| Ok((from, Shape::new(&[k, n])?)))
-        .and_then(|(from, to)| permute_operand(buf, &to, b.data, &from, &[1, 0]));
-    let b = match copied {
-        Ok(()) => MatRef::from_column_major_slice(buf, k, n),
-        // Extents a block cannot have: faer reads the operand as stored.
-        Err(_) => MatRef::from_column_major_slice(b.data, n, k).transpose(),
+    let b = if b.transposed {
+        MatRef::from_column_major_slice(b.data, n, k).transpose()
+    } else {
+        MatRef::from_column_major_slice(b.data, k, n)
     };
-    in_row_chunks(c, accum, a, b, par);
-    if columns.capacity() > KEEP_COLUMNS {
-        columns = Vec::new();
-    }
-    COLUMNS.set(columns);
-}
-
-/// Right operands up to this many elements (4 MiB) copied column-major are kept per thread.
-const KEEP_COLUMNS: usize = 1 << 19;
-
-thread_local! {
-    /// A transposed right operand copied column-major (see [`gemm`]).
-    static COLUMNS: Cell<Vec<f64>> = const { Cell::new(Vec::new()) };
+    in_row_chunks(c, accum, a, b, par.to_faer());
 }
 
 /// `c = a·b` on one thread for column-major `a` (`m×k`), `b` (`k×n`) and `c` (`m×n`), as
@@ -193,9 +162,16 @@ fn left_bytes(m: usize, k: usize) -> usize {
     m * k.min(DEPTH) * std::mem::size_of::<f64>()
 }
 
+/// Whether a sequential GEMM with an `m×k` left operand is split into chunks of its rows.
+/// Each chunk reads the whole right operand: stored row-major, across its rows, a cache line
+/// per summed index for every few columns.
+pub(crate) fn splits(m: usize, k: usize) -> bool {
+    left_bytes(m, k) > CHUNK_BYTES
+}
+
 /// Whether [`in_row_chunks`] splits a GEMM with an `m×k` left operand.
 fn in_chunks(m: usize, k: usize, par: Par) -> bool {
-    matches!(par, Par::Seq) && left_bytes(m, k) > CHUNK_BYTES
+    matches!(par, Par::Seq) && splits(m, k)
 }
 
 /// `c = a·b` or `c += a·b` by faer; a sequential call on a column-major `c` (a row-major one
@@ -318,8 +294,8 @@ mod tests {
         }
     }
 
-    /// A transposed right operand of a GEMM split in chunks is copied column-major first:
-    /// the result is faer's on the operand as stored.
+    /// A GEMM split in chunks reading its right operand transposed: the result is faer's one
+    /// call on the operand as stored.
     #[test]
     fn a_transposed_right_operand_gives_the_one_call_result() {
         let (m, n, k) = (301, 37, 600);

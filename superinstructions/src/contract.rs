@@ -19,7 +19,7 @@
 //! on strided views of the blocks as stored (`crate::batched`), when its cost model says the
 //! copies saved outweigh the smaller GEMMs, or run a GEMM of its own that packs its panels
 //! straight from the blocks as stored (`crate::packed`), where that was measured to win
-//! (`packed::worth_it`, `Packed::streams`), or, for long sums into small results, compute
+//! (`Packed::chosen`), or, for long sums into small results, compute
 //! each element as inner products along a summed label of unit stride (`crate::dot`), or,
 //! for short sums along dst's first label, as vectors of it times broadcast elements
 //! (`crate::broadcast`).
@@ -31,7 +31,7 @@ use crate::elementwise::{fill, scale};
 use crate::error::{KernelError, Role};
 use crate::gemm::{self, Dims, Parallelism, Stored};
 use crate::labels::{Label, Operand, OperandMut, Perm, check_labels, permutation_from_labels};
-use crate::packed::{self, Packed};
+use crate::packed::Packed;
 use crate::permute::{permute, permute_add, permute_operand};
 use crate::shape::{Shape, check_len};
 use std::cell::Cell;
@@ -399,10 +399,10 @@ impl ContractionPlan {
                 .unwrap_or(0);
             let batched = batched::plan(&blocks, copy_cost(best.0) + gemm_cost(dims, 1))?;
             let batched_copies = batched.as_ref().map(|b| b.1.copies());
-            let packed = (packed::worth_it(dims, operand_copied)
-                && batched_copies.is_none_or(|c| c[1] || c[2]))
-            .then(|| Packed::new(&blocks, fl, fr, c))
-            .filter(Packed::streams);
+            let packed = batched_copies
+                .is_none_or(|c| c[1] || c[2])
+                .then(|| Packed::chosen(&blocks, (fl, fr, c), (operand_copied, best.0)))
+                .flatten();
             // A small result summed over a long unit-stride label: neither a GEMM on copies
             // nor batched GEMMs come close (docs/benchmarks.md, "Contractions as inner
             // products").
@@ -1204,7 +1204,7 @@ mod tests {
         let (ao, occ) = ([23; 4], [23, 4, 23, 4]);
         let (d, l, r) = ([A, I, B, J], [C, A, D, B], [C, I, D, J]);
         let p = plan(&d, &occ, &l, &ao, &r, &occ)?;
-        assert_eq!(p.cpu_packed(), packed::available());
+        assert_eq!(p.cpu_packed(), crate::packed::available());
         if p.cpu_packed() {
             assert_eq!(p.cpu_permutes(), Permutes::default());
         }

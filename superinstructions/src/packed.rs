@@ -17,7 +17,7 @@
 //! bits (tested); the plan only chooses this path where AVX-512 is present
 //! ([`available`]).
 
-use crate::batched::Dim;
+use crate::batched::{Dim, copy_cost, gemm_cost};
 use crate::gemm::Dims;
 use std::ops::Range;
 use std::sync::OnceLock;
@@ -60,12 +60,25 @@ pub(crate) fn vector_kernel() -> bool {
     }
 }
 
-/// Whether this form is worth its packing for a GEMM of `dims` whose single form copies an
-/// operand of `copied` elements: measured to win (docs/benchmarks.md, "Contractions packed
-/// from the blocks as stored") only where that copy leaves L2 and the tiles are full enough;
-/// elsewhere faer's kernel on the copied or batched operands is as fast or faster.
-pub(crate) fn worth_it(dims: Dims, copied: usize) -> bool {
-    available() && copied >= 1 << 18 && dims.m >= MC && dims.n >= 2 * NR
+/// The share of the GEMM's model time the single form's copies must reach for this form to
+/// replace it: this kernel runs at about 90% of faer's in chunks where both stream.
+const COPIED_SHARE: f64 = 0.03;
+
+/// Whether this form is worth its packing for a GEMM of `dims` whose single form copies
+/// `copied` elements (a temporary of dst counted twice), the largest operand `largest`:
+/// measured to win (docs/benchmarks.md, "Contractions packed from the blocks as stored",
+/// "... all three copies") where that operand does not stay in L2 beside the others, the
+/// copies are a few percent of the GEMM, and the tiles are full and deep; elsewhere faer's
+/// kernel on the copied or batched operands is as fast or faster (one copy of benzene's
+/// `aibj = cjbn * aicn`: 92% of the GEMM against 85% packed; `minj = amcn * aicj` at 100 rows:
+/// 78% against 73%).
+fn worth_it(dims: Dims, (largest, copied): (usize, usize)) -> bool {
+    available()
+        && largest >= 1 << 17
+        && dims.m >= 2 * MC
+        && dims.n >= 2 * NR
+        && dims.k >= KC / 2
+        && copy_cost(copied) >= COPIED_SHARE * gemm_cost(dims, 1)
 }
 
 /// Where each row and each column of a matrix lies in its block: element `(i, j)` at
@@ -140,6 +153,9 @@ pub(crate) struct Packed {
     dst: Offsets,
     left: Offsets,
     right: Offsets,
+    /// Computes dst's transpose, `Dᵀ = Rᵀ·Lᵀ`: `left` and `right` are the offsets of the
+    /// contraction's right and left blocks.
+    swapped: bool,
 }
 
 /// `group` ordered to start with `block`'s unit-stride label if it has it (so that the
@@ -180,7 +196,36 @@ impl Packed {
             dst: Offsets::of(b.dst, &m, &n),
             left: Offsets::of(b.left, &m, &k),
             right: Offsets::of(b.right, &k, &n),
+            swapped: false,
         }
+    }
+
+    /// The form for a contraction whose single GEMM copies `copied` = (the largest operand,
+    /// all elements) where it is worth it ([`worth_it`]) and streams ([`Self::streams`]): as
+    /// given, else
+    /// computing dst's transpose, whose rows are right's free labels (`mibc = aibn * amcn`,
+    /// where `m` leads dst and `i` does not).
+    pub(crate) fn chosen(
+        b: &crate::batched::Blocks<'_>,
+        (m, n, k): (&[Dim], &[Dim], &[Dim]),
+        copied: (usize, usize),
+    ) -> Option<Self> {
+        let swapped = || Packed {
+            swapped: true,
+            ..Packed::new(
+                &crate::batched::Blocks {
+                    dst: b.dst,
+                    left: b.right,
+                    right: b.left,
+                },
+                n,
+                m,
+                k,
+            )
+        };
+        std::iter::once(Packed::new(b, m, n, k))
+            .chain(std::iter::once_with(swapped))
+            .find(|p| worth_it(p.dims, copied) && p.streams())
     }
 
     /// Whether the packing of left and the write-back run at vector speed: left's rows run
@@ -205,6 +250,11 @@ impl Packed {
         if beta != 0.0 && beta != 1.0 {
             crate::elementwise::scale(dst, beta);
         }
+        let (left, right) = if self.swapped {
+            (right, left)
+        } else {
+            (left, right)
+        };
         let Dims { m, n, k } = self.dims;
         // Panels of equal depth, at most KC (k = 576 as 2 × 288, not 512 + 64).
         let kc_max = k.div_ceil(k.div_ceil(KC));
@@ -560,6 +610,11 @@ mod tests {
     /// Runs `d = l * r` packed, on the scalar path and (where present) the vector path, for
     /// beta 0, 1 and 0.5, against the naive loop; the two paths must agree bit for bit.
     fn check(d: &[Label], l: &[Label], r: &[Label], ext: &[usize], seed: u64) {
+        check_form(d, l, r, ext, seed, false);
+    }
+
+    /// [`check`] for the form as given or computing dst's transpose (`swapped`).
+    fn check_form(d: &[Label], l: &[Label], r: &[Label], ext: &[usize], seed: u64, swapped: bool) {
         let dims = |v: &[Label]| -> Vec<Dim> {
             v.iter()
                 .map(|&x| (x, ext[x as usize]))
@@ -587,7 +642,19 @@ mod tests {
             left: &ld,
             right: &rd,
         };
-        let p = Packed::new(&blocks, &m, &n, &k);
+        let p = if swapped {
+            let b = Blocks {
+                dst: &dd,
+                left: &rd,
+                right: &ld,
+            };
+            Packed {
+                swapped: true,
+                ..Packed::new(&b, &n, &m, &k)
+            }
+        } else {
+            Packed::new(&blocks, &m, &n, &k)
+        };
         for beta in [0.0, 1.0, 0.5] {
             let d0 = random_vec(ds.len(), seed + 2);
             let run = |vector: bool| {
@@ -639,6 +706,31 @@ mod tests {
         check(&[1], &[1, 0], &[0], &ext, 5);
         check(&[1, 0], &[1], &[0], &ext, 6);
         check(&[0], &[1], &[1, 0], &ext, 7);
+        // Dst's transpose (`mibc = aibn * amcn` as `Dᵀ = Rᵀ·Lᵀ`): rows `m c` from right.
+        check_form(
+            &[4, 3, 1, 5],
+            &[0, 3, 1, 2],
+            &[0, 4, 5, 2],
+            &[34, 27, 5, 27, 34, 5],
+            8,
+            true,
+        );
+    }
+
+    /// `mibc = aibn * amcn` (`rccsd_rhf:1894`) at benzene/6-31G's extents, where the single
+    /// form copies all three blocks: dst is led by right's free `m`, so the form chosen
+    /// computes dst's transpose (on CPUs with AVX-512; none elsewhere).
+    #[test]
+    fn a_result_led_by_right_free_labels_is_packed_transposed() {
+        let (a, i, b, n, m, c) = ((0, 24), (1, 21), (2, 24), (3, 21), (4, 21), (5, 24));
+        let blocks = Blocks {
+            dst: &[m, i, b, c],
+            left: &[a, i, b, n],
+            right: &[a, m, c, n],
+        };
+        let len = 24 * 21 * 24 * 21;
+        let p = Packed::chosen(&blocks, (&[i, b], &[m, c], &[a, n]), (len, 4 * len));
+        assert_eq!(p.as_ref().map(|p| p.swapped), available().then_some(true));
     }
 
     #[test]

@@ -200,31 +200,31 @@ impl Packed {
         }
     }
 
-    /// The form for a contraction whose single GEMM copies `copied` = (the largest operand,
-    /// all elements) where it is worth it ([`worth_it`]) and streams ([`Self::streams`]): as
-    /// given, else
-    /// computing dst's transpose, whose rows are right's free labels (`mibc = aibn * amcn`,
-    /// where `m` leads dst and `i` does not).
+    /// [`Self::new`] computing dst's transpose, `Dᵀ = Rᵀ·Lᵀ`: its rows are right's free
+    /// labels `n`. [`Self::execute`] still takes the contraction's left and right blocks.
+    fn transposed(b: &crate::batched::Blocks<'_>, m: &[Dim], n: &[Dim], k: &[Dim]) -> Self {
+        let exchanged = crate::batched::Blocks {
+            dst: b.dst,
+            left: b.right,
+            right: b.left,
+        };
+        Packed {
+            swapped: true,
+            ..Packed::new(&exchanged, n, m, k)
+        }
+    }
+
+    /// The form for a contraction whose single GEMM copies `copied` = (its largest operand,
+    /// all its elements), where it is worth it ([`worth_it`]) and streams
+    /// ([`Self::streams`]): as given, else computing dst's transpose (`mibc = aibn * amcn`,
+    /// where right's `m` leads dst and left's `i` does not).
     pub(crate) fn chosen(
         b: &crate::batched::Blocks<'_>,
         (m, n, k): (&[Dim], &[Dim], &[Dim]),
         copied: (usize, usize),
     ) -> Option<Self> {
-        let swapped = || Packed {
-            swapped: true,
-            ..Packed::new(
-                &crate::batched::Blocks {
-                    dst: b.dst,
-                    left: b.right,
-                    right: b.left,
-                },
-                n,
-                m,
-                k,
-            )
-        };
         std::iter::once(Packed::new(b, m, n, k))
-            .chain(std::iter::once_with(swapped))
+            .chain(std::iter::once_with(|| Packed::transposed(b, m, n, k)))
             .find(|p| worth_it(p.dims, copied) && p.streams())
     }
 
@@ -643,15 +643,7 @@ mod tests {
             right: &rd,
         };
         let p = if swapped {
-            let b = Blocks {
-                dst: &dd,
-                left: &rd,
-                right: &ld,
-            };
-            Packed {
-                swapped: true,
-                ..Packed::new(&b, &n, &m, &k)
-            }
+            Packed::transposed(&blocks, &m, &n, &k)
         } else {
             Packed::new(&blocks, &m, &n, &k)
         };

@@ -352,14 +352,18 @@ impl ContractionPlan {
                 perm: permutation_from_labels(&labels_of(&dd), &labels_of(&tmp))?,
             }
         };
+        // Each operand copied in the order the GEMM reads down its columns.
+        let left_columns = || permute_prep(&ld, &concat(c, fl), true);
+        let right_columns = || permute_prep(&rd, &concat(c, fr), false);
+        let swapped_in_place = matches!(dst, DstPrep::InPlace { swapped: true });
         let left = if is_concat(&ld, fl, c) {
             Prep::InPlace { transposed: false }
         } else if is_concat(&ld, c, fl) {
             Prep::InPlace { transposed: true }
-        } else if matches!(dst, DstPrep::InPlace { swapped: true }) {
+        } else if swapped_in_place {
             // `Dᵀ = Rᵀ·Lᵀ` takes left as its right operand: copied `[C, FL]` it is read down its
             // columns (a `[FL, C]` copy would be copied again: `CpuForm::Single`).
-            permute_prep(&ld, &concat(c, fl), true)?
+            left_columns()?
         } else {
             permute_prep(&ld, &concat(fl, c), false)?
         };
@@ -368,17 +372,18 @@ impl ContractionPlan {
         } else if is_concat(&rd, fr, c) {
             Prep::InPlace { transposed: true }
         } else {
-            permute_prep(&rd, &concat(c, fr), false)?
+            right_columns()?
         };
-        let columns = match (&dst, &left, &right) {
-            (DstPrep::InPlace { swapped: true }, Prep::InPlace { transposed: false }, _)
-                if gemm::splits(dims.n, dims.k) && !is_concat(&ld, c, fl) =>
+        let columns = match (&left, &right) {
+            (Prep::InPlace { transposed: false }, _)
+                if swapped_in_place && gemm::splits(dims.n, dims.k) && !is_concat(&ld, c, fl) =>
             {
-                Some(permute_prep(&ld, &concat(c, fl), true)?)
+                Some(left_columns()?)
             }
-            (DstPrep::InPlace { swapped: true }, ..) => None,
-            (_, _, Prep::InPlace { transposed: true }) if gemm::splits(dims.m, dims.k) => {
-                Some(permute_prep(&rd, &concat(c, fr), false)?)
+            (_, Prep::InPlace { transposed: true })
+                if !swapped_in_place && gemm::splits(dims.m, dims.k) =>
+            {
+                Some(right_columns()?)
             }
             _ => None,
         };
@@ -456,6 +461,11 @@ impl ContractionPlan {
         })
     }
 
+    /// Whether the GEMM writes dst directly as `Dᵀ = Rᵀ·Lᵀ` (see [`Self::dst_prep`]).
+    fn swapped_in_place(&self) -> bool {
+        matches!(self.dst, DstPrep::InPlace { swapped: true })
+    }
+
     /// Lets the GEMM use several threads (see [`Parallelism`]).
     pub fn with_parallelism(mut self, par: Parallelism) -> Self {
         self.par = par;
@@ -482,7 +492,7 @@ impl ContractionPlan {
                 dst: false,
             },
             (CpuForm::Single { columns: Some(_) }, Parallelism::Sequential) => {
-                let swapped = matches!(self.dst, DstPrep::InPlace { swapped: true });
+                let swapped = self.swapped_in_place();
                 let p = self.permutes();
                 Permutes {
                     left: p.left || swapped,
@@ -655,9 +665,8 @@ impl ContractionPlan {
         columns: Option<&Prep>,
     ) -> Result<(), KernelError> {
         let [s0, s1, s2] = scratch;
-        let swapped = matches!(self.dst, DstPrep::InPlace { swapped: true });
         let (lp, rp) = match columns {
-            Some(p) if swapped => (p, &self.right),
+            Some(p) if self.swapped_in_place() => (p, &self.right),
             Some(p) => (&self.left, p),
             None => (&self.left, &self.right),
         };

@@ -1,4 +1,5 @@
-//! Every permutation of 4-index blocks (16⁴, 24⁴, 31⁴, 32⁴, 48⁴, and water's `[19,5,19,5]`),
+//! Every permutation of 4-index blocks (16⁴, 24⁴, 31⁴, 32⁴, 48⁴, water's `[19,5,19,5]` and the
+//! ACES4 test job's `[9,5,9,5]`),
 //! common 6-index ones and the costliest ones of a real job, each against a plain copy of the
 //! same bytes timed in the same run (docs/benchmarks.md, "Permutations against memcpy").
 //!
@@ -14,7 +15,9 @@
 //! gives the same block, and prints its time, its ratio to the copy and sial's speed against it.
 
 use sial_superinstructions::line_aligned::LineAligned;
-use sial_superinstructions::permute_cases::{BENZENE_631G, SIX_INDEX, WATER_T2, all_permutations};
+use sial_superinstructions::permute_cases::{
+    BENZENE_631G, SIX_INDEX, TEST_T2, WATER_T2, all_permutations,
+};
 use sial_superinstructions::{Shape, permute};
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -171,6 +174,15 @@ fn main() {
         })
         .collect();
     groups.push(("water".to_string(), cases));
+    // Every permutation of an ACES4 test job's amplitude block (`ccsdpt_test.dat`).
+    let cases = all_permutations(4)
+        .into_iter()
+        .map(|perm| Case {
+            ext: TEST_T2.to_vec(),
+            perm,
+        })
+        .collect();
+    groups.push(("test".to_string(), cases));
     // The costliest permutations of a real job (benzene/6-31G CCSD).
     let cases = BENZENE_631G
         .iter()
@@ -256,7 +268,7 @@ fn main() {
                 None => String::new(),
             };
             println!(
-                "{label:<28} permute {:>9.1} us {:>6.1} GiB/s   copy {:>9.1} us {:>6.1} GiB/s   ratio {:.2}{hptt}",
+                "{label:<28} permute {:>9.2} us {:>6.1} GiB/s   copy {:>9.2} us {:>6.1} GiB/s   ratio {:.2}{hptt}",
                 p * 1e6,
                 gib / p,
                 c * 1e6,

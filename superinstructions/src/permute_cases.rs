@@ -47,6 +47,11 @@ pub const BENZENE_631G: [([usize; 4], [usize; 4]); 6] = [
 /// plane is shorter than a vector and the other no multiple of one.
 pub const WATER_T2: [usize; 4] = [19, 5, 19, 5];
 
+/// An amplitude block `[a,i,b,j]` of ACES4's `ccsdpt_test.dat` (virtual 9, occupied 5): 2,025
+/// elements, a block that fits in L1 beside its destination, where a permute's bookkeeping
+/// weighs as much as its moves.
+pub const TEST_T2: [usize; 4] = [9, 5, 9, 5];
+
 #[cfg(test)]
 mod tests {
     use super::*;

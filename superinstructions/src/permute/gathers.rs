@@ -19,26 +19,29 @@
 use super::tile::Tile;
 use super::{Loop, Store, for_each_offset};
 
-/// Whether the planes of `a` (the destination's unit-stride loop) and `b` (the source's) go
-/// by gathers: on CPUs with AVX-512 where `SIAL_NO_GATHERS` is unset, unless both sides are
-/// multiples of 8 (those move as whole 8 × 8 blocks in registers, each line read and written
-/// once). Planes whose source rows share L1 sets keep their staged paths (the caller's
-/// check): gathered, the 12⁶ reversal ran at half their speed.
-pub(super) fn pays(a: Loop, b: Loop) -> bool {
+/// Whether gathers may be used: on CPUs with AVX-512 where `SIAL_NO_GATHERS` is unset.
+pub(super) fn available() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-        let on = *ON.get_or_init(|| {
+        *ON.get_or_init(|| {
             std::arch::is_x86_feature_detected!("avx512f")
                 && std::env::var_os("SIAL_NO_GATHERS").is_none()
-        });
-        on && !(a.n.is_multiple_of(8) && b.n.is_multiple_of(8))
+        })
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
-        let _ = (a, b);
         false
     }
+}
+
+/// Whether the planes of `a` (the destination's unit-stride loop) and `b` (the source's) go
+/// by gathers ([`available`]), unless both sides are multiples of 8 (those move as whole
+/// 8 × 8 blocks in registers, each line read and written once). Planes whose source rows
+/// share L1 sets keep their staged paths (the caller's check): gathered, the 12⁶ reversal
+/// ran at half their speed.
+pub(super) fn pays(a: Loop, b: Loop) -> bool {
+    available() && !(a.n.is_multiple_of(8) && b.n.is_multiple_of(8))
 }
 
 /// Moves every plane of `a × b` along the loops `outer`: element `(i, k)` of a plane from

@@ -47,6 +47,11 @@
 //!     by one gather from the source instead of 4 × 4 blocks with overlapping edges; where the
 //!     destination rows are shorter than a vector, the vectors run across the rows that
 //!     follow each other in the destination ([`gathers`]).
+//!
+//! Small blocks with short destination rows (up to 12,288 elements, rows under 32) skip all
+//! of this where the CPU has AVX-512: the destination is written from start to end by
+//! gathers through a table of the whole block's source offsets, which each thread keeps for
+//! the nests it has seen ([`indexed`]).
 
 use crate::error::{KernelError, Role};
 use crate::labels::{Operand, OperandMut, permutation_from_labels};
@@ -54,6 +59,7 @@ use crate::shape::{MAX_RANK, Shape, check_len, check_permutation};
 use tile::{Ahead, Tile};
 
 mod gathers;
+mod indexed;
 mod tile;
 
 /// `dst = src` permuted: `dst[i_0,…,i_{n-1}] = src[j]` with `j[perm[d]] = i_d`.
@@ -306,6 +312,9 @@ fn run<S: Store>(dst: &mut [f64], src: &[f64], loops: &Loops, st: S, may_stream:
         return;
     }
     let l = loops.as_slice();
+    if indexed::pays(l, loops.size) && indexed::run(dst, src, loops, st) {
+        return;
+    }
     let Some(first) = l.first() else {
         // Every extent is 1: a single element.
         for (d, &s) in dst.iter_mut().zip(src) {
@@ -1157,12 +1166,13 @@ mod tests {
         Ok(())
     }
 
-    /// Water's amplitude block: planes with a side of 5 (gathered across the destination's
-    /// rows where another loop continues them) and of 19.
+    /// Water's and the ACES4 test job's amplitude blocks (by table where the CPU has AVX-512,
+    /// but for rows of 32 or more), and a rank-5 one.
     #[test]
     fn every_permutation_of_a_small_segment_block() -> Result<(), KernelError> {
         for (i, perm) in all_permutations(4).iter().enumerate() {
             check_one(&crate::permute_cases::WATER_T2, perm, 300 + i as u64)?;
+            check_one(&crate::permute_cases::TEST_T2, perm, 500 + i as u64)?;
             check_one(
                 &[7, 3, 9, 2, 5],
                 &[perm[0], perm[1], 4, perm[2], perm[3]],

@@ -53,7 +53,8 @@ pub(super) fn run<S: Store>(dst: &mut [f64], src: &[f64], loops: &Loops, st: S) 
     if dst.len() != loops.size || reach.is_none_or(|r| r > src.len()) {
         return false;
     }
-    TABLES.with(|kept| {
+    // A thread whose tables are already gone (at its exit) takes the other paths.
+    let moved = TABLES.try_with(|kept| {
         let mut kept = kept.borrow_mut();
         let table = kept.table(l);
         #[cfg(target_arch = "x86_64")]
@@ -71,7 +72,8 @@ pub(super) fn run<S: Store>(dst: &mut [f64], src: &[f64], loops: &Loops, st: S) 
         }
         let _ = (table, st);
         false
-    })
+    });
+    moved.unwrap_or(false)
 }
 
 thread_local! {

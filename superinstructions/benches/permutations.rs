@@ -1,5 +1,5 @@
-//! Every permutation of 4-index blocks (16⁴, 24⁴, 31⁴, 32⁴, 48⁴, water's `[19,5,19,5]` and the
-//! ACES4 test job's `[9,5,9,5]`),
+//! Every permutation of 4-index blocks (16⁴, 24⁴, 31⁴, 32⁴, 48⁴, water's `[19,5,19,5]` and
+//! `[27,5,27,5]`, the ACES4 test job's `[9,5,9,5]`),
 //! common 6-index ones and the costliest ones of a real job, each against a plain copy of the
 //! same bytes timed in the same run (docs/benchmarks.md, "Permutations against memcpy").
 //!
@@ -16,7 +16,7 @@
 
 use sial_superinstructions::line_aligned::LineAligned;
 use sial_superinstructions::permute_cases::{
-    BENZENE_631G, SIX_INDEX, TEST_T2, WATER_T2, all_permutations,
+    BENZENE_631G, SIX_INDEX, TEST_T2, TZ_T2, WATER_T2, all_permutations,
 };
 use sial_superinstructions::{Shape, permute};
 use std::hint::black_box;
@@ -183,6 +183,15 @@ fn main() {
         })
         .collect();
     groups.push(("test".to_string(), cases));
+    // And water/cc-pVTZ's (`[27,5,27,5]`).
+    let cases = all_permutations(4)
+        .into_iter()
+        .map(|perm| Case {
+            ext: TZ_T2.to_vec(),
+            perm,
+        })
+        .collect();
+    groups.push(("tz".to_string(), cases));
     // The costliest permutations of a real job (benzene/6-31G CCSD).
     let cases = BENZENE_631G
         .iter()

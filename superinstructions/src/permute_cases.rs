@@ -52,6 +52,10 @@ pub const WATER_T2: [usize; 4] = [19, 5, 19, 5];
 /// weighs as much as its moves.
 pub const TEST_T2: [usize; 4] = [9, 5, 9, 5];
 
+/// An amplitude block `[a,i,b,j]` of water/cc-pVTZ CCSD (`sial setup`'s segments: virtual
+/// 27, occupied 5): 18,225 elements, beyond L1 but in L2.
+pub const TZ_T2: [usize; 4] = [27, 5, 27, 5];
+
 #[cfg(test)]
 mod tests {
     use super::*;

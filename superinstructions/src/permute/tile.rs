@@ -399,6 +399,24 @@ pub(super) fn copy_runs(
     }
 }
 
+/// Asks for the lines of `dst[range]` with intent to write (`prefetchw`), so that a chunk of
+/// the destination written a few runs at a time from scattered places finds its lines in L1.
+pub(super) fn fetch_for_writing(dst: &[f64], range: std::ops::Range<usize>) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_MM_HINT_ET0, _mm_prefetch};
+        let Some(lines) = dst.get(range) else {
+            return;
+        };
+        for line in lines.chunks(super::LINE) {
+            // SAFETY: a prefetch only hints the caches; the address lies inside `dst`.
+            unsafe { _mm_prefetch::<_MM_HINT_ET0>(line.as_ptr().cast()) };
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (dst, range);
+}
+
 /// Orders the non-temporal stores of [`transpose_streamed`] before every later store, so that
 /// a thread the destination is handed to sees them.
 pub(super) fn fence() {

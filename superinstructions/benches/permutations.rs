@@ -165,33 +165,18 @@ fn main() {
             .collect();
         groups.push((format!("{n}^6"), cases));
     }
-    // Every permutation of a small-segment job's amplitude block (water/cc-pVDZ).
-    let cases = all_permutations(4)
-        .into_iter()
-        .map(|perm| Case {
-            ext: WATER_T2.to_vec(),
-            perm,
-        })
-        .collect();
-    groups.push(("water".to_string(), cases));
-    // Every permutation of an ACES4 test job's amplitude block (`ccsdpt_test.dat`).
-    let cases = all_permutations(4)
-        .into_iter()
-        .map(|perm| Case {
-            ext: TEST_T2.to_vec(),
-            perm,
-        })
-        .collect();
-    groups.push(("test".to_string(), cases));
-    // And water/cc-pVTZ's (`[27,5,27,5]`).
-    let cases = all_permutations(4)
-        .into_iter()
-        .map(|perm| Case {
-            ext: TZ_T2.to_vec(),
-            perm,
-        })
-        .collect();
-    groups.push(("tz".to_string(), cases));
+    // Every permutation of small-segment jobs' amplitude blocks: water/cc-pVDZ, an ACES4 test
+    // job (`ccsdpt_test.dat`), water/cc-pVTZ.
+    for (name, ext) in [("water", WATER_T2), ("test", TEST_T2), ("tz", TZ_T2)] {
+        let cases = all_permutations(4)
+            .into_iter()
+            .map(|perm| Case {
+                ext: ext.to_vec(),
+                perm,
+            })
+            .collect();
+        groups.push((name.to_string(), cases));
+    }
     // The costliest permutations of a real job (benzene/6-31G CCSD).
     let cases = BENZENE_631G
         .iter()

@@ -16,8 +16,9 @@ cd "$(dirname "$0")/.."
 . benches/common.sh
 runs=$1 raw=$3
 sials=("$2" "${@:4}")
-# bytes:count, 2 to 512 MiB moved per size
-sizes=(8:100000 64:100000 512:100000 4096:50000 262144:1024 1048576:256 4194304:64)
+# bytes:count: 10^5 small blocks, 1 GiB of large ones (so that the transfer, not the start
+# and end of the processes, sets the time of a large size)
+sizes=(8:100000 64:100000 512:100000 4096:50000 262144:4096 1048576:1024 4194304:256)
 now() { date +%s.%N; }
 # Keyed by "binary number:bytes".
 declare -A put get

@@ -17,7 +17,7 @@
 //! `SIAL_NO_GATHERS=1` turns the form off, for side-by-side runs.
 
 use super::tile::Tile;
-use super::{Loop, Store, for_each_offset};
+use super::{Loop, Store, for_each_offset, reach};
 
 /// Whether gathers may be used: on CPUs with AVX-512 where `SIAL_NO_GATHERS` is unset.
 pub(super) fn available() -> bool {
@@ -57,12 +57,7 @@ pub(super) fn run<S: Store>(
 ) -> bool {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx512f") && a.ds == 1 && b.ss == 1 {
-        // One past the last element either side: every offset the loops reach is below it.
-        let end = |step: fn(&Loop) -> usize| {
-            [a, b].iter().chain(outer).try_fold(1usize, |at, l| {
-                l.n.checked_sub(1)?.checked_mul(step(l))?.checked_add(at)
-            })
-        };
+        let end = |step: fn(&Loop) -> usize| reach([a, b].iter().chain(outer), step);
         match (end(|l| l.ds), end(|l| l.ss)) {
             (Some(d), Some(s)) if d <= dst.len() && s <= src.len() => {}
             _ => return false,

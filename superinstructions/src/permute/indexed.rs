@@ -48,9 +48,7 @@ pub(super) fn pays(l: &[Loop], size: usize) -> bool {
 /// AVX-512 or the nest would reach outside the buffers (never for a validated nest).
 pub(super) fn run<S: Store>(dst: &mut [f64], src: &[f64], loops: &Loops, st: S) -> bool {
     let l = loops.as_slice();
-    let reach = l.iter().try_fold(1usize, |at, lp| {
-        lp.n.checked_sub(1)?.checked_mul(lp.ss)?.checked_add(at)
-    });
+    let reach = super::reach(l, |lp| lp.ss);
     if dst.len() != loops.size || reach.is_none_or(|r| r > src.len()) {
         return false;
     }

@@ -252,6 +252,15 @@ fn in_source_order(loops: &[Loop]) -> Loops {
     order
 }
 
+/// One past the furthest element `loops` reach on one side (`step` gives that side's
+/// stride), so that every offset they reach lies below it; `None` where a loop is empty or
+/// the sum overflows.
+fn reach<'a>(loops: impl IntoIterator<Item = &'a Loop>, step: fn(&Loop) -> usize) -> Option<usize> {
+    loops.into_iter().try_fold(1usize, |at, l| {
+        l.n.checked_sub(1)?.checked_mul(step(l))?.checked_add(at)
+    })
+}
+
 /// Validates the arguments and builds the simplified loop nest.
 fn plan(
     dst_len: usize,

@@ -116,26 +116,28 @@ impl Kept {
         let nest = Nest::of(l);
         let at = match self.tables.iter().position(|t| t.nest == nest) {
             Some(i) => i,
-            None if self.tables.len() < KEPT => {
-                self.tables.push(Table {
-                    nest,
-                    offsets: Vec::new(),
-                    used: 0,
-                });
-                self.tables.len() - 1
+            None => {
+                let i = if self.tables.len() < KEPT {
+                    self.tables.push(Table {
+                        nest,
+                        offsets: Vec::new(),
+                        used: 0,
+                    });
+                    self.tables.len() - 1
+                } else {
+                    self.tables
+                        .iter()
+                        .enumerate()
+                        .min_by_key(|(_, t)| t.used)
+                        .map_or(0, |(i, _)| i)
+                };
+                let table = &mut self.tables[i];
+                table.nest = nest;
+                build(&mut table.offsets, l);
+                i
             }
-            None => self
-                .tables
-                .iter()
-                .enumerate()
-                .min_by_key(|(_, t)| t.used)
-                .map_or(0, |(i, _)| i),
         };
         let table = &mut self.tables[at];
-        if table.nest != nest || table.offsets.is_empty() {
-            table.nest = nest;
-            build(&mut table.offsets, l);
-        }
         table.used = self.clock;
         &table.offsets
     }

@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Messages per second and bandwidth of sial's puts and gets under MPI against plain rsmpi
 # (docs/benchmarks.md, "MPI message rates and bandwidth"). One worker and one server
-# (mpirun -n 2). sial: benches/rates.sial, whose modes 0, 1, 2 fill a local array, then also put
-# each of its COUNT blocks, then also get each one; the puts take mode 1 - mode 0, the gets
-# mode 2 - mode 1 (start-up, filling and the end cancel). rsmpi: examples/raw_mpi.rs, the same
-# number of blocks of the same size, one way (put) and as request and reply (get), and the put
-# again with the receiver keeping every block, as a server does, and the get with the requester
-# keeping every block, as a worker does until its barrier ("kept"). Alternating, RUNS
-# rounds (each sial binary in turn, then rsmpi); per round the differences, then their median.
-# One table per sial binary.
+# (mpirun -n 2). sial: benches/rates.sial, whose phases fill COUNT temp blocks, fill and put
+# them, get and read them, and fill and read them; each phase's time is taken inside the run,
+# from `--profile` (the seconds of the lines from the phase's pardo to its barrier: the puts
+# count until the server has them all), so the start and end of the processes do not enter.
+# A put is "puts - fills", a get "gets - (dots - fills)". rsmpi: examples/raw_mpi.rs, the
+# same number of blocks of the same size, one way (put) and as request and reply (get), and
+# the put again with the receiver keeping every block, as a server does, and the get with the
+# requester keeping every block, as a worker does until its barrier ("kept"). Alternating,
+# RUNS rounds (each sial binary in turn, then rsmpi); the median of the rounds. One table per
+# sial binary.
 #   benches/mpi_rates.sh RUNS SIAL RAW_MPI [SIAL...]
 # (SIAL built with --features mpi; RAW_MPI: target/release/examples/raw_mpi)
 set -euo pipefail
@@ -16,10 +18,14 @@ cd "$(dirname "$0")/.."
 . benches/common.sh
 runs=$1 raw=$3
 sials=("$2" "${@:4}")
-# bytes:count: 10^5 small blocks, 1 GiB of large ones (so that the transfer, not the start
-# and end of the processes, sets the time of a large size)
+# bytes:count: 10^5 small blocks, 1 GiB of large ones
 sizes=(8:100000 64:100000 512:100000 4096:50000 262144:4096 1048576:1024 4194304:256)
-now() { date +%s.%N; }
+# The program's lines of each phase: from the comment that opens it to the next one.
+lines_of() { awk -v from="# $1" -v to="# $2" '$0 == from {on = 1; next} $0 == to {on = 0} on {print NR}' benches/rates.sial | paste -sd, -; }
+fills=$(lines_of fills puts) puts=$(lines_of puts gets) gets=$(lines_of gets dots) dots=$(lines_of dots end)
+# Seconds of the profile's rows for the lines in $1 (comma-separated), from standard input.
+phase() { awk -v lines="$1" 'BEGIN {n = split(lines, l, ","); for (i = 1; i <= n; i++) want["rates:" l[i]] = 1}
+    ($1 in want) {s += $3} END {printf "%.6f\n", s}'; }
 # Keyed by "binary number:bytes".
 declare -A put get
 declare -A rawput rawget rawkept rawgetkept
@@ -27,15 +33,12 @@ for _ in $(seq "$runs"); do
     for s in "${!sials[@]}"; do
         for sc in "${sizes[@]}"; do
             bytes=${sc%:*} count=${sc#*:}
-            declare -a t=()
-            for mode in 0 1 2; do
-                t0=$(now)
-                mpirun -n 2 "${sials[s]}" run benches/rates.sial -q --workers 1 --servers 1 \
-                    --set nrep="$count" --set mode="$mode" --segments aoindex=$((bytes / 8)) >/dev/null
-                t[mode]=$(echo "$(now) - $t0" | bc)
-            done
-            put[$s:$bytes]+="$(echo "${t[1]} - ${t[0]}" | bc) "
-            get[$s:$bytes]+="$(echo "${t[2]} - ${t[1]}" | bc) "
+            profile=$(mpirun -n 2 "${sials[s]}" run benches/rates.sial -q --profile --workers 1 --servers 1 \
+                --set nrep="$count" --segments aoindex=$((bytes / 8)) 2>&1 >/dev/null)
+            f=$(phase "$fills" <<< "$profile") p=$(phase "$puts" <<< "$profile")
+            g=$(phase "$gets" <<< "$profile") d=$(phase "$dots" <<< "$profile")
+            put[$s:$bytes]+="$(echo "$p - $f" | bc) "
+            get[$s:$bytes]+="$(echo "$g - ($d - $f)" | bc) "
         done
     done
     while read -r bytes _ p g k gk; do

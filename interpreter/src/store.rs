@@ -100,16 +100,17 @@ pub fn zeroed(n: usize) -> Option<Vec<f64>> {
 pub type KeyMap<K, V> = HashMap<K, V, rustc_hash::FxBuildHasher>;
 
 /// A map keyed by blocks (`BlockKey`, or an array and a `BlockKey`) that keeps blocks next to
-/// each other along their first dimension in neighbouring slots: loops step an array's first
-/// index fastest, so a map of many blocks is walked through memory in order instead of with a
-/// cache miss per block (docs/benchmarks.md, "Maps of blocks in the order loops walk them").
+/// each other along their first dimension in neighbouring slots (in runs of [`NEIGHBOURS`]):
+/// loops step an array's first index fastest, so a map of many blocks is walked through
+/// memory in order instead of with a cache miss per block (docs/benchmarks.md, "Maps of
+/// blocks in the order loops walk them").
 pub type BlockKeyMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<NearHasher>>;
 
 /// The hasher of [`BlockKeyMap`]. A `BlockKey` writes one word: everything but its first
-/// segment scattered, plus the first segment. The hasher scatters every word written before
-/// the last (an array's number) and adds the last as it is; the low bits of the result are
-/// the map's slot, and its top seven bits (the tag the map compares before any key) are mixed
-/// from all of it, so that neighbours in a group of slots carry different tags.
+/// segment's place in its run scattered, plus that place. The hasher scatters every word
+/// written before the last (an array's number) and adds the last as it is; the low bits of
+/// the result are the map's slot, and its top seven bits (the tag the map compares before any
+/// key) are mixed from all of it, so that neighbours in a group of slots carry different tags.
 #[derive(Default, Clone, Copy)]
 pub struct NearHasher(u64);
 
@@ -152,6 +153,15 @@ impl std::hash::Hasher for NearHasher {
     }
 }
 
+/// Blocks that differ only in their first segment take neighbouring slots in runs of this
+/// many; each run starts at a scattered slot. One run over a whole dimension of 10⁶ segments
+/// filled 10⁶ slots in a row, and a key looked up or inserted in that band probed hundreds
+/// of groups before it met an empty slot (3 µs for a block lent to a special and put back;
+/// docs/benchmarks.md, "Many blocks: lent to a special, summed to a scalar"). Runs of 16 cost
+/// the fill of such an array 40%, runs of 256 about 9%. An array with fewer segments along its
+/// first dimension hashes as if there were no runs.
+const NEIGHBOURS: u32 = 256;
+
 /// Identity of a block within its array: the segment of each dimension, and for dimensions
 /// declared with a subindex also the parent's segment (subsegment extents depend on it).
 #[derive(
@@ -163,15 +173,18 @@ pub struct BlockKey {
 }
 
 impl std::hash::Hash for BlockKey {
-    /// Everything but the first segment scattered, then the first segment added unscattered:
-    /// blocks that differ only in it get neighbouring hashes (see [`NearHasher`]). In other
-    /// hashers this is one word like any other.
+    /// Everything but the first segment's place in its run of [`NEIGHBOURS`] scattered, then
+    /// that place added unscattered: blocks that differ only in it get neighbouring hashes
+    /// (see [`NearHasher`]). In other hashers this is one word like any other.
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        let first = self.segments[0] as u32;
         let rest = self.segments[1..]
             .iter()
             .chain(&self.parents)
-            .fold(0, |h, &v| scatter(h, u64::from(v as u32)));
-        state.write_u64(rest.wrapping_add(u64::from(self.segments[0] as u32)));
+            .fold(u64::from(first / NEIGHBOURS), |h, &v| {
+                scatter(h, u64::from(v as u32))
+            });
+        state.write_u64(rest.wrapping_add(u64::from(first % NEIGHBOURS)));
     }
 }
 
@@ -332,16 +345,26 @@ mod tests {
                 near_hash(&key(segments, [0; 6]))
             };
             let mut tags = std::collections::HashSet::new();
-            for s0 in 1..200 {
-                // The map's slot (the low bits) steps by one; its tag (the top seven) moves.
-                assert_eq!(
-                    (at(s0 + 1) & SLOT_MASK).wrapping_sub(at(s0) & SLOT_MASK),
-                    1,
-                    "{rest:?} {s0}"
-                );
+            let mut starts = std::collections::HashSet::new();
+            let runs = 4;
+            for s0 in 0..runs * NEIGHBOURS as i32 {
+                // Within a run the map's slot (the low bits) steps by one; each run starts
+                // elsewhere. The tag (the top seven bits) moves at every step.
+                let step = (at(s0 + 1) & SLOT_MASK).wrapping_sub(at(s0) & SLOT_MASK);
+                if (s0 + 1) % NEIGHBOURS as i32 == 0 {
+                    assert_ne!(step, 1, "{rest:?} {s0}: a run longer than {NEIGHBOURS}");
+                    starts.insert(at(s0 + 1) & 0xffff);
+                } else {
+                    assert_eq!(step, 1, "{rest:?} {s0}");
+                }
                 tags.insert(at(s0) >> (64 - TAG_BITS));
             }
-            assert!(tags.len() > 100, "{} tags for 199 neighbours", tags.len());
+            assert_eq!(
+                starts.len(),
+                runs as usize,
+                "each run starts at a slot of its own"
+            );
+            assert!(tags.len() > 100, "{} tags for the neighbours", tags.len());
         }
         // Within an array, also with the array's number written first.
         let a = near_hash(&(4u32, key([5, 2, 0, 0, 0, 0], [0; 6])));

@@ -4,13 +4,30 @@
 
 use super::Worker;
 use crate::error::{Result, RuntimeError};
+use crate::store::Block;
 use sial_bytecode::{CmpOp, ExprId, ExprOp, ValueType};
-use sial_superinstructions::{Operand, Shape, dot};
+use sial_superinstructions::KernelError;
 
 /// Expressions up to this many steps evaluate on stacks on the machine stack.
 const SHORT: usize = 8;
 
 impl Worker<'_> {
+    /// `Σ l * r` over every label, by the contraction plan kept for these labels and shapes
+    /// (`plans`): planning costs more than the whole sum of small blocks.
+    fn full_contraction(&self, left: (&Block, &[u32]), right: (&Block, &[u32])) -> Result<f64> {
+        let ((l, ll), (r, rl)) = (left, right);
+        if ll.len() != rl.len() || !ll.iter().all(|x| rl.contains(x)) {
+            return Err(KernelError::NotAFullContraction.into());
+        }
+        let plan = self
+            .plans
+            .borrow_mut()
+            .plan((&[], &[]), (ll, &l.shape), (rl, &r.shape))?;
+        let mut sum = [0.0];
+        plan.execute(&mut sum, &l.data, &r.data, 0.0)?;
+        Ok(sum[0])
+    }
+
     pub(crate) fn eval_int(&self, id: ExprId) -> Result<i32> {
         let expr = self.program.expr(id);
         if expr.ty == ValueType::Scalar {
@@ -86,10 +103,7 @@ impl Worker<'_> {
                     let (l, r) = (self.read_block(left)?, self.read_block(right)?);
                     let ll: Vec<u32> = left.indices.iter().map(|i| i.0).collect();
                     let rl: Vec<u32> = right.indices.iter().map(|i| i.0).collect();
-                    fs[nf] = dot(
-                        Operand::new(&l.data, Shape::new(&l.shape)?, &ll),
-                        Operand::new(&r.data, Shape::new(&r.shape)?, &rl),
-                    )?;
+                    fs[nf] = self.full_contraction((&l, &ll), (&r, &rl))?;
                     nf += 1;
                 }
                 ExprOp::IntNeg => {

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Per-block cost of lending a block to a special and of a block's full contraction to a
+# scalar, over a local array of COUNT one-element blocks (docs/benchmarks.md, "Many blocks:
+# lent to a special, summed to a scalar"): benches/block_calls.sial in one process (1 worker,
+# 1 server), each phase timed inside the run from `--profile`. Alternating the binaries, RUNS
+# rounds; the median per phase in microseconds per block.
+#   benches/block_calls.sh RUNS COUNT SIAL [SIAL...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. benches/common.sh
+runs=$1 count=$2
+shift 2
+lines_of() { awk -v from="# $1" -v to="# $2" '$0 == from {on = 1; next} $0 == to {on = 0} on {print NR}' benches/block_calls.sial | paste -sd, -; }
+phases=(fills lends dots)
+declare -A lines=([fills]=$(lines_of fills lends) [lends]=$(lines_of lends dots) [dots]=$(lines_of dots end))
+phase() { awk -v lines="$1" -v n="$count" 'BEGIN {k = split(lines, l, ","); for (i = 1; i <= k; i++) want["block_calls:" l[i]] = 1}
+    ($1 in want) {s += $3} END {printf "%.4f\n", s / n * 1e6}'; }
+declare -A us
+for _ in $(seq "$runs"); do
+    for b in "$@"; do
+        profile=$("$b" run benches/block_calls.sial -q --profile --workers 1 --servers 1 \
+            --set nrep="$count" --segments aoindex=1 2>&1 >/dev/null)
+        for p in "${phases[@]}"; do us[$b:$p]+="$(phase "${lines[$p]}" <<< "$profile") "; done
+    done
+done
+printf '| binary | fill µs | lend µs | dot µs |\n|---|---:|---:|---:|\n'
+for b in "$@"; do
+    printf '| %s |' "$b"
+    for p in "${phases[@]}"; do printf ' %.3f |' "$(tr ' ' '\n' <<< "${us[$b:$p]}" | grep . | median)"; done
+    printf '\n'
+done

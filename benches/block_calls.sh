@@ -10,11 +10,11 @@ cd "$(dirname "$0")/.."
 . benches/common.sh
 runs=$1 count=$2
 shift 2
-lines_of() { awk -v from="# $1" -v to="# $2" '$0 == from {on = 1; next} $0 == to {on = 0} on {print NR}' benches/block_calls.sial | paste -sd, -; }
+program=benches/block_calls.sial
 phases=(fills lends dots)
-declare -A lines=([fills]=$(lines_of fills lends) [lends]=$(lines_of lends dots) [dots]=$(lines_of dots end))
-phase() { awk -v lines="$1" -v n="$count" 'BEGIN {k = split(lines, l, ","); for (i = 1; i <= k; i++) want["block_calls:" l[i]] = 1}
-    ($1 in want) {s += $3} END {printf "%.4f\n", s / n * 1e6}'; }
+declare -A lines=([fills]=$(phase_lines $program fills lends) [lends]=$(phase_lines $program lends dots) [dots]=$(phase_lines $program dots end))
+# Microseconds per block of the profile's rows for the lines in $1.
+phase() { profile_seconds block_calls "$1" | awk -v n="$count" '{printf "%.4f\n", $1 / n * 1e6}'; }
 declare -A us
 for _ in $(seq "$runs"); do
     for b in "$@"; do

@@ -15,3 +15,17 @@ in_scratch() {
     trap 'rm -rf "$work"' EXIT
     cd "$work"
 }
+
+# The line numbers of SIAL file $1 from the line "# $2" to the line "# $3" (a phase of a bench
+# program), comma-separated.
+phase_lines() {
+    awk -v from="# $2" -v to="# $3" '$0 == from {on = 1; next} $0 == to {on = 0} on {print NR}' "$1" |
+        paste -sd, -
+}
+
+# Seconds summed over the rows of a `--profile` (on standard input) for program $1's lines in
+# $2 (comma-separated, as `phase_lines` gives them).
+profile_seconds() {
+    awk -v prog="$1" -v lines="$2" 'BEGIN {n = split(lines, l, ","); for (i = 1; i <= n; i++) want[prog ":" l[i]] = 1}
+        ($1 in want) {s += $3} END {printf "%.6f\n", s}'
+}

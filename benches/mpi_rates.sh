@@ -20,12 +20,10 @@ runs=$1 raw=$3
 sials=("$2" "${@:4}")
 # bytes:count: 10^5 small blocks, 1 GiB of large ones
 sizes=(8:100000 64:100000 512:100000 4096:50000 262144:4096 1048576:1024 4194304:256)
-# The program's lines of each phase: from the comment that opens it to the next one.
-lines_of() { awk -v from="# $1" -v to="# $2" '$0 == from {on = 1; next} $0 == to {on = 0} on {print NR}' benches/rates.sial | paste -sd, -; }
-fills=$(lines_of fills puts) puts=$(lines_of puts gets) gets=$(lines_of gets dots) dots=$(lines_of dots end)
-# Seconds of the profile's rows for the lines in $1 (comma-separated), from standard input.
-phase() { awk -v lines="$1" 'BEGIN {n = split(lines, l, ","); for (i = 1; i <= n; i++) want["rates:" l[i]] = 1}
-    ($1 in want) {s += $3} END {printf "%.6f\n", s}'; }
+program=benches/rates.sial
+fills=$(phase_lines $program fills puts) puts=$(phase_lines $program puts gets)
+gets=$(phase_lines $program gets dots) dots=$(phase_lines $program dots end)
+phase() { profile_seconds rates "$1"; }
 # Keyed by "binary number:bytes".
 declare -A put get
 declare -A rawput rawget rawkept rawgetkept

@@ -98,11 +98,7 @@ pub fn tensor(
 ///
 /// Both operands must carry the same set of labels (in any order).
 pub fn dot(left: Operand<'_>, right: Operand<'_>) -> Result<f64, KernelError> {
-    let same_set = left.labels.len() == right.labels.len()
-        && left.labels.iter().all(|l| right.labels.contains(l));
-    if !same_set {
-        return Err(KernelError::NotAFullContraction);
-    }
+    check_full_contraction(left.labels, right.labels)?;
     let mut out = [0.0];
     contract(
         OperandMut::new(&mut out, Shape::scalar(), &[]),
@@ -111,6 +107,17 @@ pub fn dot(left: Operand<'_>, right: Operand<'_>) -> Result<f64, KernelError> {
         0.0,
     )?;
     Ok(out[0])
+}
+
+/// That operands labelled `left` and `right` contract fully to a scalar: the same set of
+/// labels (in any order). [`dot`] checks it, as must a caller that runs a kept plan instead.
+pub fn check_full_contraction(left: &[Label], right: &[Label]) -> Result<(), KernelError> {
+    let same_set = left.len() == right.len() && left.iter().all(|l| right.contains(l));
+    if same_set {
+        Ok(())
+    } else {
+        Err(KernelError::NotAFullContraction)
+    }
 }
 
 /// Which operands a [`ContractionPlan`] copies into another order.

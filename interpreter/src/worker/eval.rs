@@ -6,7 +6,7 @@ use super::Worker;
 use crate::error::{Result, RuntimeError};
 use crate::store::Block;
 use sial_bytecode::{CmpOp, ExprId, ExprOp, ValueType};
-use sial_superinstructions::KernelError;
+use sial_superinstructions::check_full_contraction;
 
 /// Expressions up to this many steps evaluate on stacks on the machine stack.
 const SHORT: usize = 8;
@@ -16,9 +16,7 @@ impl Worker<'_> {
     /// (`plans`): planning costs more than the whole sum of small blocks.
     fn full_contraction(&self, left: (&Block, &[u32]), right: (&Block, &[u32])) -> Result<f64> {
         let ((l, ll), (r, rl)) = (left, right);
-        if ll.len() != rl.len() || !ll.iter().all(|x| rl.contains(x)) {
-            return Err(KernelError::NotAFullContraction.into());
-        }
+        check_full_contraction(ll, rl)?;
         let plan = self
             .plans
             .borrow_mut()

@@ -248,9 +248,6 @@ impl ToWorker {
 mod data_length {
     use serde::{Deserialize, Deserializer, Serializer};
 
-    /// More values than any block of any budget holds: a damaged message.
-    const MOST: u64 = 1 << 40;
-
     pub fn serialize<S: Serializer>(data: &[f64], s: S) -> Result<S::Ok, S::Error> {
         s.serialize_u64(data.len() as u64)
     }
@@ -259,14 +256,21 @@ mod data_length {
         buffer(u64::deserialize(d)?)
     }
 
-    /// A buffer of `n` values for data that follows its message (and overwrites every one).
     pub fn buffer<E: serde::de::Error>(n: u64) -> Result<Vec<f64>, E> {
-        if n > MOST {
-            return Err(E::custom("block data length out of range"));
-        }
-        crate::spare::overwritable(n as usize)
-            .ok_or_else(|| E::custom(format!("out of memory for a block of {n} values")))
+        super::data_buffer(n).map_err(E::custom)
     }
+}
+
+/// A buffer of `n` values for block data that follows its message's header (and overwrites
+/// every one); a length beyond any block is a damaged message.
+pub fn data_buffer(n: u64) -> Result<Vec<f64>, String> {
+    /// More values than any block of any budget holds.
+    const MOST: u64 = 1 << 40;
+    if n > MOST {
+        return Err("block data length out of range".into());
+    }
+    crate::spare::overwritable(n as usize)
+        .ok_or_else(|| format!("out of memory for a block of {n} values"))
 }
 
 /// A block in a serialised message: its shape and the length of its data (see `data_length`).

@@ -136,8 +136,8 @@ pub trait ServerLink {
     fn servers(&self) -> usize;
     /// The next request from any worker; waits for it. Fails when the job is aborted.
     fn recv(&mut self) -> Result<ToServer>;
-    /// Sends a reply; it may be held while requests that have arrived wait to be handled,
-    /// but never past the server's next wait for a request.
+    /// Sends a reply; it may be held while requests that arrived with its own wait to be
+    /// handled, but never past the server's next wait for a request.
     fn send(&mut self, worker: usize, msg: ToWorker) -> Result<()>;
 }
 

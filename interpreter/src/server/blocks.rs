@@ -449,43 +449,70 @@ impl BlockStore {
     }
 
     /// Replaces (or creates) a block with `block`; the data is newer than any disk copy.
-    pub fn replace(&mut self, array: u32, key: BlockKey, block: Block, section: u32) -> Result<()> {
+    /// Returns its slot (a new one has the given section and no access yet).
+    pub fn replace(
+        &mut self,
+        array: u32,
+        key: BlockKey,
+        block: Block,
+        section: u32,
+    ) -> Result<&mut Slot> {
         self.forget_residual(array, &key);
         let bytes = block.data.len() * 8;
-        let (names, ranks) = (Arc::clone(&self.names), Arc::clone(&self.ranks));
-        let text = move || label(&names, &ranks, array, &key);
-        // The old memory copy goes first.
-        if let Some(s) = self.arrays[array as usize].blocks.get_mut(&key)
-            && let Some(old) = s.data.take()
-        {
-            self.lru.remove(&s.last_use);
-            self.account(0, old.data.len() * 8);
+        if self.memory + bytes > self.spill.budget {
+            // The old memory copy goes first: it may be what makes the room.
+            if let Some(s) = self.arrays[array as usize].blocks.get_mut(&key)
+                && let Some(old) = s.data.take()
+            {
+                self.lru.remove(&s.last_use);
+                self.account(0, old.data.len() * 8);
+                if let Ok(old) = Arc::try_unwrap(old) {
+                    crate::spare::give(old.data);
+                }
+            }
+            let (names, ranks) = (Arc::clone(&self.names), Arc::clone(&self.ranks));
+            let text = move || label(&names, &ranks, array, &key);
+            drop(self.make_room(bytes, None, &text)?);
+        }
+        self.clock += 1;
+        let clock = self.clock;
+        let spills = self.spills();
+        // One lookup: a put of a new block costs the server a hash probe per lookup.
+        let BlockStore {
+            arrays,
+            lru,
+            memory,
+            stats,
+            ..
+        } = self;
+        let slot = arrays[array as usize]
+            .blocks
+            .entry(key)
+            .or_insert_with(|| Slot {
+                mode: Mode::None,
+                section,
+                data: None,
+                spilled: None,
+                place: None,
+                dirty: true,
+                last_use: clock,
+            });
+        if let Some(old) = slot.data.replace(Arc::new(block)) {
+            lru.remove(&slot.last_use);
+            *memory -= old.data.len() * 8;
             if let Ok(old) = Arc::try_unwrap(old) {
                 crate::spare::give(old.data);
             }
         }
-        drop(self.make_room(bytes, None, &text)?);
-        self.clock += 1;
-        let clock = self.clock;
-        let a = &mut self.arrays[array as usize];
-        let slot = a.blocks.entry(key).or_insert_with(|| Slot {
-            mode: Mode::None,
-            section,
-            data: None,
-            spilled: None,
-            place: None,
-            dirty: true,
-            last_use: clock,
-        });
         slot.spilled = None;
-        slot.data = Some(Arc::new(block));
         slot.dirty = true;
         slot.last_use = clock;
-        if self.spills() {
-            self.lru.insert(clock, (array, key));
+        if spills {
+            lru.insert(clock, (array, key));
         }
-        self.account(bytes, 0);
-        Ok(())
+        *memory += bytes;
+        stats.peak_memory = stats.peak_memory.max(*memory as u64);
+        Ok(slot)
     }
 
     /// Updates a block in place (created zero-filled when absent).

@@ -396,7 +396,15 @@ impl<'p> Server<'p> {
             ));
         }
         let new = !self.store.contains(array, &key);
-        self.touch(from, array, &key, access)?;
+        if !new {
+            self.touch(from, array, &key, access)?;
+        }
+        // A new block's first access, set where the block is made.
+        let first = match access {
+            Access::Write => Mode::Write(from.worker),
+            Access::Accumulate => Mode::Acc(from.worker),
+            Access::Read => Mode::Read(from.worker),
+        };
         let section = from.section;
         let program = &self.program.name;
         let at = |e: RuntimeError| e.at(program, from.line);
@@ -406,14 +414,21 @@ impl<'p> Server<'p> {
         match (op, payload) {
             (PutOp::Replace, Payload::Block(data)) => {
                 // The incoming buffer becomes the block.
-                self.store
+                let slot = self
+                    .store
                     .replace(array, key, Block { shape, data }, section)
                     .map_err(at)?;
+                if new {
+                    slot.mode = first;
+                }
             }
             (PutOp::Replace, Payload::Scalar(v)) => {
                 let mut b = Block::zeros(shape)?;
                 k::fill(&mut b.data, v);
-                self.store.replace(array, key, b, section).map_err(at)?;
+                let slot = self.store.replace(array, key, b, section).map_err(at)?;
+                if new {
+                    slot.mode = first;
+                }
             }
             (PutOp::Accumulate, Payload::Block(data)) => {
                 let bytes = data.len() * 8;
@@ -443,12 +458,11 @@ impl<'p> Server<'p> {
                 return Err(RuntimeError::new("internal: put *= with a block"));
             }
         }
-        if new && let Some(h) = self.store.slot_mut(array, &key) {
-            h.mode = match access {
-                Access::Write => Mode::Write(from.worker),
-                Access::Accumulate => Mode::Acc(from.worker),
-                Access::Read => Mode::Read(from.worker),
-            };
+        if new
+            && op != PutOp::Replace
+            && let Some(h) = self.store.slot_mut(array, &key)
+        {
+            h.mode = first;
             h.section = section;
         }
         self.stats.blocks_held_peak = self.stats.blocks_held_peak.max(self.store.len() as u64);

@@ -246,15 +246,11 @@ impl Worker<'_> {
 
     /// The data of a block held in its array's block map, to overwrite in place; `None` where
     /// the array keeps no block map or the block does not exist yet.
-    pub(crate) fn held_data_mut(&mut self, r: &BlockRef) -> Result<Option<&mut [f64]>> {
-        if !matches!(self.memory[r.array.index()], Storage::Blocks(_)) {
-            return Ok(None);
-        }
-        let (key, _) = self.locate(r)?;
-        Ok(match &mut self.memory[r.array.index()] {
-            Storage::Blocks(map) => map.data_mut(&key),
+    pub(crate) fn held_data_mut(&mut self, array: ArraySlot, key: &BlockKey) -> Option<&mut [f64]> {
+        match &mut self.memory[array.index()] {
+            Storage::Blocks(map) => map.data_mut(key),
             _ => None,
-        })
+        }
     }
 
     /// The shape of the block `r` names, and whether its array's block map holds it (false
@@ -307,7 +303,19 @@ impl Worker<'_> {
     /// writes it back into a static array.
     pub(crate) fn write_block(&mut self, r: &BlockRef, block: Block) -> Result<()> {
         let (key, shape) = self.locate(r)?;
-        if shape != block.shape {
+        self.write_located(r, key, &shape, block)
+    }
+
+    /// [`Self::write_block`] where the caller has located `r` already (its key and shape):
+    /// located three times, a one-element block's fill spent a quarter of its time there.
+    pub(crate) fn write_located(
+        &mut self,
+        r: &BlockRef,
+        key: BlockKey,
+        shape: &Extents,
+        block: Block,
+    ) -> Result<()> {
+        if *shape != block.shape {
             return Err(RuntimeError::new(format!(
                 "internal: block {} has shape {:?}, result has {:?}",
                 self.block_text(r.array, &key),
@@ -317,7 +325,7 @@ impl Worker<'_> {
         }
         if let Storage::Remote = &self.memory[r.array.index()] {
             let text = || self.block_text(r.array, &key);
-            let wanted = self.wanted(r.array, key, &shape, &text);
+            let wanted = self.wanted(r.array, key, shape, &text);
             return self.net.borrow_mut().write_own(&wanted, block);
         }
         let kind = self.program.arrays[r.array.index()].kind;

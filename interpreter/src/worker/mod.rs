@@ -533,7 +533,8 @@ impl<'a> Worker<'a> {
     /// Closes the innermost scope: its temp blocks are deleted, its fetched blocks may be
     /// evicted.
     pub(crate) fn close_scope(&mut self) {
-        for (a, key) in self.scopes.close() {
+        let mut held = self.scopes.close();
+        for (a, key) in held.drain(..) {
             match &mut self.memory[a.index()] {
                 Storage::Blocks(map) => {
                     if let Some(b) = map.remove(&key) {
@@ -546,6 +547,7 @@ impl<'a> Worker<'a> {
                 _ => {}
             }
         }
+        self.scopes.emptied(held);
     }
 
     /// Tells every server (worker 0 only: each server must get it once).

@@ -17,11 +17,15 @@ impl Worker<'_> {
                 let v = self.eval_scalar(*value)?;
                 // A block that exists is filled where it lies: no new buffer, no second
                 // lookup to store it.
-                if let (ScalarUpdate::Fill, Operand::Block(r)) = (update, dst)
-                    && let Some(data) = self.held_data_mut(r)?
-                {
-                    k::fill(data, v);
-                    return Ok(());
+                if let (ScalarUpdate::Fill, Operand::Block(r)) = (update, dst) {
+                    let (key, shape) = self.locate(r)?;
+                    if let Some(data) = self.held_data_mut(r.array, &key) {
+                        k::fill(data, v);
+                        return Ok(());
+                    }
+                    let mut b = Block::overwritable(shape)?;
+                    k::fill(&mut b.data, v);
+                    return self.write_located(r, key, &shape, b);
                 }
                 // A block updated in place is taken from its array and put back, not copied.
                 let taken = match (update, dst) {
@@ -61,14 +65,15 @@ impl Worker<'_> {
                 right,
                 sign,
             } => {
-                let mut d = Block::overwritable(self.shape_of(dst)?)?;
+                let (key, shape) = self.locate(dst)?;
+                let mut d = Block::overwritable(shape)?;
                 let (l, r) = (self.read_block(left)?, self.read_block(right)?);
                 match sign {
                     Sign::Plus => k::add(&mut d.data, &l.data, &r.data)?,
                     Sign::Minus => k::sub(&mut d.data, &l.data, &r.data)?,
                 }
                 drop((l, r));
-                self.write_block(dst, d)
+                self.write_located(dst, key, &shape, d)
             }
             // The compiler guarantees that the result is not an operand's array.
             Op::BlockContract {
@@ -183,21 +188,18 @@ impl Worker<'_> {
         right: &BlockRef,
         accumulate: bool,
     ) -> Result<()> {
-        let mut d = if accumulate {
-            self.take_block(dst)?
-        } else {
-            // Overwritten: the kernels never read dst when beta is 0.
-            Block::overwritable(self.shape_of(dst)?)?
-        };
-        let computed = self.contract_into(dst, &mut d, (left, right), accumulate, false);
         if accumulate {
+            let mut d = self.take_block(dst)?;
+            let computed = self.contract_into(dst, &mut d, (left, right), accumulate, false);
             // Back where it was, also after an error.
             self.put_back(dst, d)?;
-            computed.map(drop)
-        } else {
-            computed?;
-            self.write_block(dst, d)
+            return computed.map(drop);
         }
+        let (key, shape) = self.locate(dst)?;
+        // Overwritten: the kernels never read dst when beta is 0.
+        let mut d = Block::overwritable(shape)?;
+        self.contract_into(dst, &mut d, (left, right), accumulate, false)?;
+        self.write_located(dst, key, &shape, d)
     }
 
     /// `d = l * r` (or `d += l * r`) into the buffer `d`, laid out as the block `dst` (the
@@ -556,23 +558,19 @@ impl Worker<'_> {
         };
         let payload = match value {
             PutValue::Block(src) => {
-                let term = self.read_block(src)?;
-                if op == PutOp::Accumulate
-                    && self
+                if op == PutOp::Accumulate {
+                    let term = self.read_block(src)?;
+                    if self
                         .net
                         .borrow_mut()
                         .put_to_sum(array, key, &shape, &term.data)
-                {
-                    return Ok(());
-                }
-                if let Some(src_key) = dying {
-                    drop(term);
-                    match self.take_dying(src, &src_key) {
-                        Some(b) => Payload::Block(b.data),
-                        None => Payload::Block(self.read_block(src)?.into_owned()?.data),
+                    {
+                        return Ok(());
                     }
-                } else {
-                    Payload::Block(term.into_owned()?.data)
+                }
+                match dying.and_then(|src_key| self.take_dying(src, &src_key)) {
+                    Some(b) => Payload::Block(b.data),
+                    None => Payload::Block(self.read_block(src)?.into_owned()?.data),
                 }
             }
             PutValue::Scalar(e) => Payload::Scalar(self.eval_scalar(*e)?),

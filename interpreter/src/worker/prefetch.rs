@@ -196,6 +196,11 @@ impl Site {
         }
     }
 
+    /// Iterations ahead that this site requests its blocks now.
+    pub fn ahead(&self) -> usize {
+        self.depth
+    }
+
     pub fn requested(&mut self) {
         self.stats.requested += 1;
     }

@@ -131,8 +131,13 @@ pub(crate) struct Net<'a> {
     /// Per server: whether this worker sent it anything since its last barrier (only those
     /// servers can hold a request of this worker not yet applied).
     unsynced: Vec<bool>,
-    /// Whether the link may hold a request that has a reply ([`Net::send_held`]).
+    /// Whether the link may hold a request whose reply is wanted soon ([`Net::send_held`]).
     holds_reply: bool,
+    /// Prefetch requests the link may hold: they go together, a quarter of their site's
+    /// depth at a time, each still well ahead of its iteration. One message per prefetch cost
+    /// a get of a small block more than all else (docs/benchmarks.md, "Gets and puts in
+    /// fixed layouts").
+    held_prefetches: usize,
     /// Per server: the `Sync`s of every worker's sections so far (summed at the barriers),
     /// and how many of them this worker has told the server to wait for (`Expect`).
     expected: Vec<u64>,
@@ -194,6 +199,7 @@ impl<'a> Net<'a> {
             section: 0,
             unsynced: vec![false; servers],
             holds_reply: false,
+            held_prefetches: 0,
             expected: vec![0; synced],
             told: vec![0; synced],
             snapshot_keys: Vec::new(),
@@ -328,7 +334,7 @@ impl<'a> Net<'a> {
         if matches!(msg, ToServer::Put { .. }) {
             self.stats.put_messages += 1;
         }
-        self.holds_reply |= msg.has_reply();
+        self.holds_reply |= msg.has_reply() && !matches!(msg, ToServer::Get { prefetch: true, .. });
         self.stats.messages_sent += 1;
         self.stats.bytes_sent += msg.payload_bytes() as u64;
         self.link.send(server, msg)
@@ -338,6 +344,7 @@ impl<'a> Net<'a> {
     /// work that may take long, and the reply should be on its way meanwhile.
     pub fn send_held(&mut self) -> Result<()> {
         if std::mem::take(&mut self.holds_reply) {
+            self.held_prefetches = 0;
             self.link.send_held()?;
         }
         Ok(())
@@ -500,10 +507,15 @@ impl<'a> Net<'a> {
             e.prefetched = true;
             self.cache.insert((w.array, w.key), e);
         }
-        if let Some(s) = self.sites.get(w.site) {
+        let depth = self.sites.get(w.site).map_or(0, |s| {
             s.requested();
-        }
+            s.ahead()
+        });
         self.request(w, true)?;
+        self.held_prefetches += 1;
+        if self.held_prefetches * 4 >= depth {
+            self.holds_reply = true;
+        }
         Ok(Prefetched::Requested)
     }
 
@@ -577,9 +589,9 @@ impl<'a> Net<'a> {
         if matches!(e.slot, Slot::Evicted) {
             self.get(w, false)?;
         }
-        let started = Instant::now();
+        // The clock starts where the block is not here yet: most reads find it.
+        let mut started = None;
         let mut waited = false;
-        let mut drained = false;
         loop {
             match self.cache.entry((w.array, w.key)) {
                 Some(Entry {
@@ -590,16 +602,16 @@ impl<'a> Net<'a> {
                     ..
                 }) => {
                     let b = Arc::clone(b);
-                    let wait = waited.then(|| started.elapsed());
-                    if waited {
+                    let wait = started.filter(|_| waited).map(|s: Instant| {
                         crate::trace::span(
                             "wait",
                             || format!("wait for {}", (w.text)()),
-                            started,
+                            s,
                             false,
                             &[],
                         );
-                    }
+                        s.elapsed()
+                    });
                     if std::mem::take(unread)
                         && let Some(s) = self.sites.get(*site)
                     {
@@ -615,8 +627,8 @@ impl<'a> Net<'a> {
                     ..
                 }) => {
                     // Replies already here are not waited for.
-                    if !drained {
-                        drained = true;
+                    if started.is_none() {
+                        started = Some(Instant::now());
                         self.drain()?;
                         continue;
                     }

@@ -13,6 +13,9 @@ pub(crate) struct Scopes {
     /// Per open scope, the blocks it holds: temp blocks die at its end, fetched ones become
     /// evictable.
     held: Vec<Vec<(ArraySlot, BlockKey)>>,
+    /// Emptied lists of closed scopes, for the next scopes to open: a loop body that makes a
+    /// temp block then allocates nothing for its list.
+    emptied: Vec<Vec<(ArraySlot, BlockKey)>>,
     calls: Vec<usize>,
 }
 
@@ -21,18 +24,28 @@ impl Scopes {
     pub(crate) fn new() -> Scopes {
         Scopes {
             held: vec![Vec::new()],
+            emptied: Vec::new(),
             calls: Vec::new(),
         }
     }
 
     /// A loop body starts.
     pub(crate) fn open(&mut self) {
-        self.held.push(Vec::new());
+        self.held.push(self.emptied.pop().unwrap_or_default());
     }
 
-    /// The innermost scope ends: the blocks it held.
+    /// The innermost scope ends: the blocks it held (to be given back with [`Self::emptied`]).
     pub(crate) fn close(&mut self) -> Vec<(ArraySlot, BlockKey)> {
         self.held.pop().unwrap_or_default()
+    }
+
+    /// A closed scope's list, emptied, for a scope to come.
+    pub(crate) fn emptied(&mut self, mut list: Vec<(ArraySlot, BlockKey)>) {
+        // A list grown by a scope of many blocks goes back to the allocator.
+        if list.capacity() <= 256 {
+            list.clear();
+            self.emptied.push(list);
+        }
     }
 
     /// The innermost scope holds a block (a new temp block, or a fetched copy).

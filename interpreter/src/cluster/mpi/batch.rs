@@ -48,7 +48,9 @@ impl Batches {
         if batch.is_empty() {
             return Ok(());
         }
-        let bytes = std::mem::take(batch);
+        // The next batch starts with room for one like this: grown from empty, a batch was
+        // reallocated at every doubling.
+        let bytes = std::mem::replace(batch, Vec::with_capacity(batch.len()));
         outbox.post(rank, tag, Held::Bytes(bytes))
     }
 
@@ -74,6 +76,11 @@ impl Inbox {
             at: 0,
             from: 0,
         }
+    }
+
+    /// Whether records of the message in hand are still to be decoded.
+    pub(super) fn in_hand(&self) -> bool {
+        self.at < self.batch.len()
     }
 
     /// Whether a record is ready to decode: one left in the message in hand, or a new message

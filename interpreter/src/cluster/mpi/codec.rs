@@ -1,10 +1,13 @@
 //! The messages on the wire. A message is a batch of records back to back; a record is one
-//! request or reply serialised with postcard, with the shape and length of its block data but
-//! not the data (`message::data_length`), followed by that data when it is small (up to
-//! [`INLINE_BYTES`] in all): the header says how long it is, so records need no framing. Larger
-//! data follows the batch as raw `f64` messages received straight into the block's buffer.
-//! Many small requests to one server (or replies to one worker) thus cost one MPI message.
+//! request or reply: a tag, then its fields in the fixed layouts of [`fixed`](super::fixed) for
+//! gets, puts and blocks, or serialised with postcard for the rest, with the shape and length of
+//! its block data but not the data (`message::data_length`), followed by that data when it is
+//! small (up to [`INLINE_BYTES`] in all): the header says how long it is, so records need no
+//! framing. Larger data follows the batch as raw `f64` messages received straight into the
+//! block's buffer. Many small requests to one server (or replies to one worker) thus cost one
+//! MPI message.
 
+use super::fixed::*;
 use super::*;
 
 pub(super) fn malformed() -> RuntimeError {
@@ -15,7 +18,7 @@ pub(super) fn malformed() -> RuntimeError {
 /// costs more than a second message from a few KiB on (docs/benchmarks.md, "Small messages").
 pub(super) const INLINE_BYTES: usize = 1 << 10;
 
-/// A record's header, and the bytes after it (its inline data, then the next records).
+/// A postcard record's header, and the bytes after it (its inline data, then the next records).
 fn header<T: for<'de> serde::Deserialize<'de>>(bytes: &[u8]) -> Result<(T, &[u8])> {
     postcard::take_from_bytes(bytes).map_err(|_| malformed())
 }
@@ -25,8 +28,9 @@ fn inline(bytes: usize) -> bool {
     bytes > 0 && bytes <= INLINE_BYTES
 }
 
-/// Appends a record's header to a batch.
+/// Appends a record's tag and its header in postcard to a batch.
 fn append_header<T: serde::Serialize>(batch: &mut Vec<u8>, msg: &T) -> Result<()> {
+    batch.push(Tag::Postcard as u8);
     postcard::to_io(msg, batch)
         .map(|_| ())
         .map_err(|e| RuntimeError::new(format!("internal: cannot encode an MPI message: {e}")))
@@ -65,7 +69,42 @@ fn fill<'b>(
 /// Appends a request to a batch; returns the block data that must follow the batch as its own
 /// message, if any.
 pub(super) fn encode_request(msg: ToServer, batch: &mut Vec<u8>) -> Result<Option<Vec<f64>>> {
-    append_header(batch, &msg)?;
+    match &msg {
+        ToServer::Get {
+            from,
+            array,
+            key,
+            prefetch,
+        } => {
+            Writer(batch)
+                .u8(Tag::Get as u8)
+                .origin(from)
+                .u32(*array)
+                .key(key)
+                .u8(u8::from(*prefetch));
+        }
+        ToServer::Put {
+            from,
+            array,
+            key,
+            shape,
+            op,
+            payload,
+        } => {
+            let mut w = Writer(batch);
+            w.u8(Tag::Put as u8)
+                .origin(from)
+                .u32(*array)
+                .key(key)
+                .extents(shape)
+                .u8(put_op_byte(*op));
+            match payload {
+                Payload::Block(d) => w.u8(0).u64(d.len() as u64),
+                Payload::Scalar(v) => w.u8(1).u64(v.to_bits()),
+            };
+        }
+        _ => append_header(batch, &msg)?,
+    }
     Ok(match msg {
         ToServer::Put {
             payload: Payload::Block(d),
@@ -89,7 +128,37 @@ pub(super) fn decode_request<'b>(
     bytes: &'b [u8],
     data: &mut dyn FnMut(&mut [f64]),
 ) -> Result<(ToServer, &'b [u8])> {
-    let (mut msg, rest): (ToServer, _) = header(bytes)?;
+    let (tag, rest) = bytes.split_first().ok_or_else(malformed)?;
+    let (mut msg, rest): (ToServer, _) = match Tag::of(*tag)? {
+        Tag::Postcard => header(rest)?,
+        Tag::Get => {
+            let mut r = Reader(rest);
+            let msg = ToServer::Get {
+                from: r.origin()?,
+                array: r.u32()?,
+                key: r.key()?,
+                prefetch: r.bool()?,
+            };
+            (msg, r.rest())
+        }
+        Tag::Put => {
+            let mut r = Reader(rest);
+            let msg = ToServer::Put {
+                from: r.origin()?,
+                array: r.u32()?,
+                key: r.key()?,
+                shape: r.extents()?,
+                op: r.put_op()?,
+                payload: match r.u8()? {
+                    0 => Payload::Block(r.buffer()?),
+                    1 => Payload::Scalar(r.f64()?),
+                    _ => return Err(malformed()),
+                },
+            };
+            (msg, r.rest())
+        }
+        Tag::Block => return Err(malformed()),
+    };
     let buffers: Vec<&mut [f64]> = match &mut msg {
         ToServer::Put {
             payload: Payload::Block(d),
@@ -103,7 +172,23 @@ pub(super) fn decode_request<'b>(
 
 /// Appends a reply to a batch; returns the blocks whose data must follow the batch, in order.
 pub(super) fn encode_reply(msg: ToWorker, batch: &mut Vec<u8>) -> Result<Vec<Arc<Block>>> {
-    append_header(batch, &msg)?;
+    match &msg {
+        ToWorker::Block {
+            array,
+            key,
+            section,
+            block,
+        } => {
+            Writer(batch)
+                .u8(Tag::Block as u8)
+                .u32(*array)
+                .key(key)
+                .u32(*section)
+                .extents(&block.shape)
+                .u64(block.data.len() as u64);
+        }
+        _ => append_header(batch, &msg)?,
+    }
     let blocks: Vec<Arc<Block>> = match msg {
         ToWorker::Block { block, .. } => vec![block],
         ToWorker::Snapshot { blocks, .. } => blocks.into_iter().map(|(_, b)| b).collect(),
@@ -127,7 +212,24 @@ pub(super) fn decode_reply<'b>(
     bytes: &'b [u8],
     data: &mut dyn FnMut(&mut [f64]),
 ) -> Result<(ToWorker, &'b [u8])> {
-    let (mut msg, rest): (ToWorker, _) = header(bytes)?;
+    let (tag, rest) = bytes.split_first().ok_or_else(malformed)?;
+    let (mut msg, rest): (ToWorker, _) = match Tag::of(*tag)? {
+        Tag::Postcard => header(rest)?,
+        Tag::Block => {
+            let mut r = Reader(rest);
+            let msg = ToWorker::Block {
+                array: r.u32()?,
+                key: r.key()?,
+                section: r.u32()?,
+                block: Arc::new(Block {
+                    shape: r.extents()?,
+                    data: r.buffer()?,
+                }),
+            };
+            (msg, r.rest())
+        }
+        Tag::Get | Tag::Put => return Err(malformed()),
+    };
     let blocks: Vec<&mut Arc<Block>> = match &mut msg {
         ToWorker::Block { block, .. } => vec![block],
         ToWorker::Snapshot { blocks, .. } => blocks.iter_mut().map(|(_, b)| b).collect(),
@@ -454,5 +556,86 @@ mod tests {
         }
         assert_eq!(back, texts);
         assert!(following.next().is_none());
+    }
+
+    /// Records cut anywhere, or with an unknown tag, are refused: never read past, never a
+    /// panic (a damaged or foreign message names itself as malformed).
+    #[test]
+    fn cut_or_unknown_records_are_refused() {
+        let from = Origin {
+            worker: 2,
+            section: 5,
+            line: 8,
+        };
+        let requests = [
+            ToServer::Get {
+                from,
+                array: 1,
+                key: key(),
+                prefetch: false,
+            },
+            ToServer::Put {
+                from,
+                array: 1,
+                key: key(),
+                shape: [3, 1].into(),
+                op: PutOp::Replace,
+                payload: Payload::Block(vec![1.0, 2.0, 3.0]),
+            },
+            ToServer::Put {
+                from,
+                array: 1,
+                key: key(),
+                shape: [2].into(),
+                op: PutOp::Scale,
+                payload: Payload::Scalar(2.0),
+            },
+            ToServer::Delete { from, array: 4 },
+        ];
+        for msg in requests {
+            let (batch, _) = alone(msg);
+            for cut in 0..batch.len() {
+                assert!(
+                    decode_request(&batch[..cut], &mut |_| {}).is_err(),
+                    "cut at {cut}"
+                );
+            }
+            for tag in [4u8, 200, Tag::Block as u8] {
+                let mut wrong = batch.clone();
+                wrong[0] = tag;
+                assert!(decode_request(&wrong, &mut |_| {}).is_err(), "tag {tag}");
+            }
+        }
+        let (batch, _) = alone_reply(ToWorker::Block {
+            array: 2,
+            key: key(),
+            section: 1,
+            block: Arc::new(Block {
+                shape: [2].into(),
+                data: vec![4.0, 5.0],
+            }),
+        });
+        for cut in 0..batch.len() {
+            assert!(
+                decode_reply(&batch[..cut], &mut |_| {}).is_err(),
+                "cut at {cut}"
+            );
+        }
+        for tag in [Tag::Get as u8, Tag::Put as u8, 9] {
+            let mut wrong = batch.clone();
+            wrong[0] = tag;
+            assert!(decode_reply(&wrong, &mut |_| {}).is_err(), "tag {tag}");
+        }
+        // A rank beyond any block's is refused before it is read.
+        let (mut batch, _) = alone(ToServer::Put {
+            from,
+            array: 1,
+            key: key(),
+            shape: [1].into(),
+            op: PutOp::Replace,
+            payload: Payload::Block(vec![1.0]),
+        });
+        batch[1 + 12 + 4 + 48] = 7;
+        assert!(decode_request(&batch, &mut |_| {}).is_err());
     }
 }

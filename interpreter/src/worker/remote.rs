@@ -576,31 +576,39 @@ impl<'a> Net<'a> {
     /// The data of a block fetched in this section, waiting for it if needed; `None` when it
     /// was not fetched.
     pub fn read(&mut self, w: &Wanted<'_>) -> Result<Option<Arc<Block>>> {
-        // A prefetched block no get has asked for is not fetched as far as the program knows.
         let clock = self.cache.tick();
-        let Some(e) = self
-            .cache
-            .entry((w.array, w.key))
-            .filter(|e| !e.speculative && !e.kept)
-        else {
-            return Ok(None);
-        };
-        e.last_use = clock;
-        if matches!(e.slot, Slot::Evicted) {
-            self.get(w, false)?;
-        }
+        // The first look decides whether the block was fetched; later ones follow its reply.
+        let mut first = true;
         // The clock starts where the block is not here yet: most reads find it.
         let mut started = None;
         let mut waited = false;
         loop {
-            match self.cache.entry((w.array, w.key)) {
-                Some(Entry {
+            let Some(e) = self.cache.entry((w.array, w.key)) else {
+                return match first {
+                    true => Ok(None),
+                    false => Err(RuntimeError::new("internal: fetched block lost")),
+                };
+            };
+            if std::mem::take(&mut first) {
+                // A prefetched block no get has asked for is not fetched as far as the
+                // program knows.
+                if e.speculative || e.kept {
+                    return Ok(None);
+                }
+                e.last_use = clock;
+                if matches!(e.slot, Slot::Evicted) {
+                    self.get(w, false)?;
+                    continue;
+                }
+            }
+            match e {
+                Entry {
                     slot: Slot::Ready(b),
                     unread,
                     site,
                     prefetched,
                     ..
-                }) => {
+                } => {
                     let b = Arc::clone(b);
                     let wait = started.filter(|_| waited).map(|s: Instant| {
                         crate::trace::span(
@@ -622,10 +630,10 @@ impl<'a> Net<'a> {
                     }
                     return Ok(Some(b));
                 }
-                Some(Entry {
+                Entry {
                     slot: Slot::Pending,
                     ..
-                }) => {
+                } => {
                     // Replies already here are not waited for.
                     if started.is_none() {
                         started = Some(Instant::now());
@@ -635,7 +643,10 @@ impl<'a> Net<'a> {
                     waited = true;
                     self.receive_one()?;
                 }
-                _ => return Err(RuntimeError::new("internal: fetched block lost")),
+                Entry {
+                    slot: Slot::Evicted,
+                    ..
+                } => return Err(RuntimeError::new("internal: fetched block lost")),
             }
         }
     }

@@ -1,7 +1,7 @@
 //! Fixed layouts for the records a program sends by the hundred thousand: a get, a put, and a
 //! block in reply. Their fields go little-endian at fixed places, written and read by plain
-//! copies; postcard's varints cost 100–150 ns a put here, a fifth of what a small put costs
-//! the worker and of what it costs the server (docs/benchmarks.md, "Gets and puts in fixed
+//! copies; postcard's varints cost 120–170 ns a put here, an eighth of the worker's and of the
+//! server's time in a loop of small puts (docs/benchmarks.md, "Gets and puts in fixed
 //! layouts"). Every other record is postcard after its tag ([`Tag::Postcard`]).
 
 use super::*;

@@ -23,7 +23,7 @@ use ::mpi::collective::{CommunicatorCollectives, Root, SystemOperation};
 use ::mpi::datatype::{Equivalence, PartitionMut};
 use ::mpi::environment::Universe;
 use ::mpi::ffi;
-use ::mpi::point_to_point::{MatchedReceiveVec, Source};
+use ::mpi::point_to_point::Source;
 use ::mpi::raw::AsRaw;
 use ::mpi::topology::{Color, Communicator, SimpleCommunicator};
 use std::collections::VecDeque;

@@ -114,6 +114,21 @@ pub struct BlockStore {
     pub stats: DiskStats,
 }
 
+/// Lets a block's memory copy go where a newer one replaces it: out of the order of use and
+/// of the memory counted; its buffer serves the next block unless a reply still holds it.
+fn let_go(
+    lru: &mut BTreeMap<u64, (u32, BlockKey)>,
+    memory: &mut usize,
+    old: Arc<Block>,
+    last_use: u64,
+) {
+    lru.remove(&last_use);
+    *memory -= old.data.len() * 8;
+    if let Ok(old) = Arc::try_unwrap(old) {
+        crate::spare::give(old.data);
+    }
+}
+
 /// What `put +=` adds to a block.
 pub enum Addend<'a> {
     Block(&'a [f64]),
@@ -464,11 +479,7 @@ impl BlockStore {
             if let Some(s) = self.arrays[array as usize].blocks.get_mut(&key)
                 && let Some(old) = s.data.take()
             {
-                self.lru.remove(&s.last_use);
-                self.account(0, old.data.len() * 8);
-                if let Ok(old) = Arc::try_unwrap(old) {
-                    crate::spare::give(old.data);
-                }
+                let_go(&mut self.lru, &mut self.memory, old, s.last_use);
             }
             let (names, ranks) = (Arc::clone(&self.names), Arc::clone(&self.ranks));
             let text = move || label(&names, &ranks, array, &key);
@@ -498,11 +509,7 @@ impl BlockStore {
                 last_use: clock,
             });
         if let Some(old) = slot.data.replace(Arc::new(block)) {
-            lru.remove(&slot.last_use);
-            *memory -= old.data.len() * 8;
-            if let Ok(old) = Arc::try_unwrap(old) {
-                crate::spare::give(old.data);
-            }
+            let_go(lru, memory, old, slot.last_use);
         }
         slot.spilled = None;
         slot.dirty = true;

@@ -86,7 +86,7 @@ impl Inbox {
     /// Whether a record is ready to decode: one left in the message in hand, or a new message
     /// that has arrived (taken in hand). Does not wait.
     pub(super) fn poll(&mut self, world: &SimpleCommunicator) -> bool {
-        if self.at < self.batch.len() {
+        if self.in_hand() {
             return true;
         }
         match world
@@ -103,7 +103,7 @@ impl Inbox {
 
     /// Waits until a record is ready to decode (see [`wait_for`]).
     pub(super) fn wait(&mut self, world: &SimpleCommunicator) {
-        if self.at < self.batch.len() {
+        if self.in_hand() {
             return;
         }
         let tag = self.tag;

@@ -97,7 +97,7 @@ pub(super) fn encode_request(msg: ToServer, batch: &mut Vec<u8>) -> Result<Optio
                 .u32(*array)
                 .key(key)
                 .extents(shape)
-                .u8(put_op_byte(*op));
+                .put_op(*op);
             match payload {
                 Payload::Block(d) => w.u8(0).u64(d.len() as u64),
                 Payload::Scalar(v) => w.u8(1).u64(v.to_bits()),
@@ -128,11 +128,10 @@ pub(super) fn decode_request<'b>(
     bytes: &'b [u8],
     data: &mut dyn FnMut(&mut [f64]),
 ) -> Result<(ToServer, &'b [u8])> {
-    let (tag, rest) = bytes.split_first().ok_or_else(malformed)?;
-    let (mut msg, rest): (ToServer, _) = match Tag::of(*tag)? {
-        Tag::Postcard => header(rest)?,
+    let mut r = Reader(bytes);
+    let (mut msg, rest): (ToServer, _) = match r.tag()? {
+        Tag::Postcard => header(r.rest())?,
         Tag::Get => {
-            let mut r = Reader(rest);
             let msg = ToServer::Get {
                 from: r.origin()?,
                 array: r.u32()?,
@@ -142,7 +141,6 @@ pub(super) fn decode_request<'b>(
             (msg, r.rest())
         }
         Tag::Put => {
-            let mut r = Reader(rest);
             let msg = ToServer::Put {
                 from: r.origin()?,
                 array: r.u32()?,
@@ -212,11 +210,10 @@ pub(super) fn decode_reply<'b>(
     bytes: &'b [u8],
     data: &mut dyn FnMut(&mut [f64]),
 ) -> Result<(ToWorker, &'b [u8])> {
-    let (tag, rest) = bytes.split_first().ok_or_else(malformed)?;
-    let (mut msg, rest): (ToWorker, _) = match Tag::of(*tag)? {
-        Tag::Postcard => header(rest)?,
+    let mut r = Reader(bytes);
+    let (mut msg, rest): (ToWorker, _) = match r.tag()? {
+        Tag::Postcard => header(r.rest())?,
         Tag::Block => {
-            let mut r = Reader(rest);
             let msg = ToWorker::Block {
                 array: r.u32()?,
                 key: r.key()?,

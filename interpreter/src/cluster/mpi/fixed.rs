@@ -58,6 +58,13 @@ impl Writer<'_> {
         self.0.extend_from_slice(&bytes);
         self
     }
+    pub(super) fn put_op(&mut self, op: PutOp) -> &mut Self {
+        self.u8(match op {
+            PutOp::Replace => 0,
+            PutOp::Accumulate => 1,
+            PutOp::Scale => 2,
+        })
+    }
     /// The rank, then each extent.
     pub(super) fn extents(&mut self, shape: &[usize]) -> &mut Self {
         self.u8(shape.len() as u8);
@@ -72,6 +79,10 @@ impl Writer<'_> {
 pub(super) struct Reader<'b>(pub(super) &'b [u8]);
 
 impl<'b> Reader<'b> {
+    /// The record's tag, its first byte.
+    pub(super) fn tag(&mut self) -> Result<Tag> {
+        Tag::of(self.u8()?)
+    }
     fn take<const N: usize>(&mut self) -> Result<[u8; N]> {
         let (head, rest) = self.0.split_first_chunk::<N>().ok_or_else(malformed)?;
         self.0 = rest;
@@ -138,13 +149,5 @@ impl<'b> Reader<'b> {
     /// The bytes not read yet.
     pub(super) fn rest(&self) -> &'b [u8] {
         self.0
-    }
-}
-
-pub(super) fn put_op_byte(op: PutOp) -> u8 {
-    match op {
-        PutOp::Replace => 0,
-        PutOp::Accumulate => 1,
-        PutOp::Scale => 2,
     }
 }

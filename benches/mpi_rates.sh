@@ -3,8 +3,9 @@
 # (docs/benchmarks.md, "MPI message rates and bandwidth"). One worker and one server
 # (mpirun -n 2). sial: benches/rates.sial, whose phases fill COUNT temp blocks, fill and put
 # them, get and read them, and fill and read them; each phase's time is taken inside the run,
-# from `--profile` (the seconds of the lines from the phase's pardo to its barrier: the puts
-# count until the server has them all), so the start and end of the processes do not enter.
+# from `--profile` (the seconds of the lines from the phase's pardo to the get after its
+# barrier, which returns once the server has applied the phase's puts and claims), so the start
+# and end of the processes do not enter.
 # A put is "puts - fills", a get "gets - (dots - fills)". rsmpi: examples/raw_mpi.rs, the
 # same number of blocks of the same size, one way (put) and as request and reply (get), and
 # the put again with the receiver keeping every block, as a server does, and the get with the

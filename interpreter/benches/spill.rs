@@ -67,7 +67,9 @@ fn main() {
             let owned = blocks.clone();
             let t = Instant::now();
             for (b, block) in owned.into_iter().enumerate() {
-                store.replace(0, key(b as i32), block, 0).expect("store");
+                store
+                    .replace(0, key(b as i32), block, 0, &mut |_| Ok(()))
+                    .expect("store");
             }
             let spill_w = t.elapsed().as_secs_f64() * f64::from(count) / f64::from(count - 1);
             let t = Instant::now();

@@ -29,6 +29,43 @@ impl IndexRange {
     }
 }
 
+/// The program's ints as it starts: predefined ones from the setup, the others at their
+/// declared values.
+pub fn start_ints(program: &Program, setup: &Setup) -> Result<Vec<i32>> {
+    program
+        .ints
+        .iter()
+        .map(|x| match x.predefined {
+            true => setup.ints.get(&x.name).copied().ok_or_else(|| {
+                RuntimeError::input(format!("Could not find predefined integer : {0} (give it in the setup file or with --set {0}=VALUE)", x.name))
+            }),
+            false => Ok(x.init),
+        })
+        .collect()
+}
+
+/// Blocks of each array: the product of its indices' segment counts (of a subindex, the
+/// subsegments of one parent segment), or 0 for every array where the setup leaves a bound
+/// undefined.
+pub fn block_counts(program: &Program, setup: &Setup) -> Vec<u64> {
+    let Ok(ints) = start_ints(program, setup) else {
+        return vec![0; program.arrays.len()];
+    };
+    let count = |slot: IndexSlot| {
+        let x = &program.indices[slot.index()];
+        let bound = |b: Bound| match b {
+            Bound::Literal(v) => i64::from(v),
+            Bound::Predefined(s) => ints.get(s.index()).map_or(0, |&v| i64::from(v)),
+        };
+        (bound(x.hi) - bound(x.lo) + 1).max(0) as u64
+    };
+    program
+        .arrays
+        .iter()
+        .map(|a| a.dims.iter().fold(1u64, |n, &d| n.saturating_mul(count(d))))
+        .collect()
+}
+
 /// Index ranges and the segment tables they use.
 #[derive(Clone, Debug)]
 pub struct Layout {
@@ -208,5 +245,16 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn block_counts_multiply_the_segments_of_each_dimension() {
+        let source = "sial p\npredefined int n\naoindex mu = 1:4\nindex k = -2:n\ndistributed d[mu,k]\nserved v[mu,mu,mu]\ntemp t[k]\nendsial p\n";
+        let program = crate::testutil::program(source);
+        let mut setup = Setup::default();
+        assert_eq!(block_counts(&program, &setup), vec![0, 0, 0], "n undefined");
+        setup.ints.insert("n".into(), 3);
+        // k = -2..3: 6 segments.
+        assert_eq!(block_counts(&program, &setup), vec![24, 64, 6]);
     }
 }

@@ -37,6 +37,8 @@ pub struct LocalServer {
     rank: usize,
     fabric: Arc<Fabric>,
     inbox: Receiver<ToServer>,
+    /// Time spent waiting for requests.
+    idle: Duration,
 }
 
 /// Links for `workers` worker threads and `servers` server threads sharing `abort`; every
@@ -73,6 +75,7 @@ pub fn fabric(
             rank,
             fabric: Arc::clone(&fabric),
             inbox,
+            idle: Duration::ZERO,
         })
         .collect();
     (w, s)
@@ -182,13 +185,22 @@ impl ServerLink for LocalServer {
         self.fabric.to_servers.len()
     }
     fn recv(&mut self) -> Result<ToServer> {
-        receive(&self.inbox, &self.fabric.abort)
+        if let Ok(m) = self.inbox.try_recv() {
+            return Ok(m);
+        }
+        let waiting = Instant::now();
+        let m = receive(&self.inbox, &self.fabric.abort);
+        self.idle += waiting.elapsed();
+        m
     }
     fn send(&mut self, worker: usize, msg: ToWorker) -> Result<()> {
         let due = self.fabric.latency.map(|l| Instant::now() + l);
         self.fabric.to_workers[worker]
             .send((msg, due))
             .map_err(|_| Abort::stopped())
+    }
+    fn idle(&self) -> Duration {
+        self.idle
     }
 }
 

@@ -14,6 +14,7 @@ pub use abort::Abort;
 pub use message::{Payload, ToServer, ToWorker};
 
 use crate::error::Result;
+use std::time::Duration;
 
 /// A worker's connection to the servers and to the other workers.
 pub trait WorkerLink {
@@ -139,6 +140,8 @@ pub trait ServerLink {
     /// Sends a reply; it may be held while requests that arrived with its own wait to be
     /// handled, but never past the server's next wait for a request.
     fn send(&mut self, worker: usize, msg: ToWorker) -> Result<()>;
+    /// Time spent so far waiting for requests (a server's other time is its work).
+    fn idle(&self) -> Duration;
 }
 
 /// Default split of P ranks (SIAL-SPEC §7.2): S = P/3 for P >= 3, else 1; W = P - S.

@@ -8,15 +8,20 @@ use super::message::{ToServer, ToWorker};
 use crate::error::{Result, RuntimeError};
 use crate::server::blocks::Spill;
 use crate::server::{Flow, Saved, Server};
+use crate::setup::Setup;
 use sial_bytecode::Program;
 use std::collections::VecDeque;
+use std::time::{Duration, Instant};
 
 pub struct Solo<'p, 'e> {
     programs: &'p [Program],
+    setup: &'p Setup,
     /// Programs whose end the server acknowledged.
     finished: usize,
     /// The server of the program being run, made at its first request.
     server: Option<Server<'p>>,
+    /// Time the server of this program spent on requests.
+    busy: Duration,
     saved: Saved,
     spill: Spill,
     /// Sees the saved arrays at the end of each program, before the end is acknowledged.
@@ -27,14 +32,17 @@ pub struct Solo<'p, 'e> {
 impl<'p, 'e> Solo<'p, 'e> {
     pub fn new(
         programs: &'p [Program],
+        setup: &'p Setup,
         saved: Saved,
         spill: Spill,
         at_end: &'e mut dyn FnMut(&Saved) -> Result<()>,
     ) -> Solo<'p, 'e> {
         Solo {
             programs,
+            setup,
             finished: 0,
             server: None,
+            busy: Duration::ZERO,
             saved,
             spill,
             at_end,
@@ -58,15 +66,21 @@ impl WorkerLink for Solo<'_, '_> {
             .programs
             .get(self.finished)
             .ok_or_else(|| RuntimeError::new("internal: a request after the job's last program"))?;
-        let spill = &self.spill;
-        let server = self
-            .server
-            .get_or_insert_with(|| Server::new(program, 0, spill.clone()));
+        let (spill, setup) = (&self.spill, self.setup);
+        let server = self.server.get_or_insert_with(|| {
+            let blocks = crate::layout::block_counts(program, setup);
+            Server::new(program, 0, spill.clone()).expecting(&blocks, 1)
+        });
+        let started = Instant::now();
+        if matches!(msg, ToServer::EndProgram { .. }) {
+            server.set_busy(std::mem::take(&mut self.busy));
+        }
         let replies = &mut self.replies;
         let flow = server.handle(msg, &mut self.saved, &mut |_, m| {
             replies.push_back(m);
             Ok(())
         })?;
+        self.busy += started.elapsed();
         if flow == Flow::End {
             (self.at_end)(&self.saved)?;
             self.server = None;

@@ -264,7 +264,8 @@ impl Ranks<'_> {
         let spill = self.options().spill(rank);
         let mut at_end = self.server_checkpoint(rank);
         for program in self.todo {
-            serve(program, link, &mut saved, &spill, &mut at_end)?;
+            let blocks = crate::layout::block_counts(program, self.inputs.setup);
+            serve(program, &blocks, link, &mut saved, &spill, &mut at_end)?;
         }
         Ok(())
     }

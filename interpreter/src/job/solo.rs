@@ -19,7 +19,13 @@ impl Transport for Solo {
         let saved = ranks.saved_at_start(0)?;
         let mut at_end = ranks.server_checkpoint(0);
         let spill = ranks.options().spill(0);
-        let mut link = crate::cluster::solo::Solo::new(ranks.todo, saved, spill, &mut at_end);
+        let mut link = crate::cluster::solo::Solo::new(
+            ranks.todo,
+            ranks.inputs.setup,
+            saved,
+            spill,
+            &mut at_end,
+        );
         let (worker, servers) = ranks.work(&mut link, out, done)?;
         let mut figures = Figures {
             workers: vec![worker],

@@ -111,8 +111,14 @@ pub struct BlockStore {
     /// The low parts of the blocks accumulated in the current sections (see [`Self::accumulate`]),
     /// with the section of each; counted in `memory`.
     residuals: BlockKeyMap<(u32, BlockKey), (u32, Vec<f64>)>,
+    /// Blocks of each array this server will likely hold (its table is made that large).
+    expected: Vec<usize>,
     pub stats: DiskStats,
 }
+
+/// Blocks an array's table is made ready for at most: 10⁶ slots are some 100 MiB of address
+/// space, touched only as blocks arrive.
+const MOST_EXPECTED: usize = 1 << 20;
 
 /// Lets a block's memory copy go where a newer one replaces it: out of the order of use and
 /// of the memory counted; its buffer serves the next block unless a reply still holds it.
@@ -150,8 +156,20 @@ impl BlockStore {
             clock: 0,
             disk_used: 0,
             residuals: BlockKeyMap::default(),
+            expected: Vec::new(),
             stats: DiskStats::default(),
         }
+    }
+
+    /// Arrays of `blocks[a]` blocks in all, spread over `servers` servers.
+    pub fn expect(&mut self, blocks: &[u64], servers: usize) {
+        let servers = servers.max(1) as u64;
+        self.expected = blocks
+            .iter()
+            .map(|&n| {
+                usize::try_from(n.div_ceil(servers)).map_or(MOST_EXPECTED, |n| n.min(MOST_EXPECTED))
+            })
+            .collect();
     }
 
     pub fn contains(&self, array: u32, key: &BlockKey) -> bool {
@@ -464,22 +482,27 @@ impl BlockStore {
     }
 
     /// Replaces (or creates) a block with `block`; the data is newer than any disk copy.
-    /// Returns its slot (a new one has the given section and no access yet).
+    /// `check` sees the block's slot (a new one has the given section and no access yet)
+    /// before the value changes, and may refuse the change.
     pub fn replace(
         &mut self,
         array: u32,
         key: BlockKey,
         block: Block,
         section: u32,
-    ) -> Result<&mut Slot> {
+        check: &mut dyn FnMut(&mut Slot) -> Result<()>,
+    ) -> Result<()> {
         self.forget_residual(array, &key);
         let bytes = block.data.len() * 8;
+        let mut checked = false;
         if self.memory + bytes > self.spill.budget {
             // The old memory copy goes first: it may be what makes the room.
-            if let Some(s) = self.arrays[array as usize].blocks.get_mut(&key)
-                && let Some(old) = s.data.take()
-            {
-                let_go(&mut self.lru, &mut self.memory, old, s.last_use);
+            if let Some(s) = self.arrays[array as usize].blocks.get_mut(&key) {
+                check(s)?;
+                checked = true;
+                if let Some(old) = s.data.take() {
+                    let_go(&mut self.lru, &mut self.memory, old, s.last_use);
+                }
             }
             let (names, ranks) = (Arc::clone(&self.names), Arc::clone(&self.ranks));
             let text = move || label(&names, &ranks, array, &key);
@@ -491,23 +514,32 @@ impl BlockStore {
         // One lookup: a put of a new block costs the server a hash probe per lookup.
         let BlockStore {
             arrays,
+            expected,
             lru,
             memory,
             stats,
             ..
         } = self;
-        let slot = arrays[array as usize]
-            .blocks
-            .entry(key)
-            .or_insert_with(|| Slot {
-                mode: Mode::None,
-                section,
-                data: None,
-                spilled: None,
-                place: None,
-                dirty: true,
-                last_use: clock,
-            });
+        let blocks = &mut arrays[array as usize].blocks;
+        if blocks.capacity() == 0 {
+            // Room for the blocks this server will likely hold: growing a table of 10⁶
+            // blocks a doubling at a time was a third of a server's time in a loop of puts
+            // (docs/benchmarks.md, "Servers: tables sized for their arrays"). Only a hint:
+            // where the allocator refuses, the table grows as it goes.
+            let _ = blocks.try_reserve(expected.get(array as usize).copied().unwrap_or(0));
+        }
+        let slot = blocks.entry(key).or_insert_with(|| Slot {
+            mode: Mode::None,
+            section,
+            data: None,
+            spilled: None,
+            place: None,
+            dirty: true,
+            last_use: clock,
+        });
+        if !checked {
+            check(slot)?;
+        }
         if let Some(old) = slot.data.replace(Arc::new(block)) {
             let_go(lru, memory, old, slot.last_use);
         }
@@ -519,7 +551,7 @@ impl BlockStore {
         }
         *memory += bytes;
         stats.peak_memory = stats.peak_memory.max(*memory as u64);
-        Ok(slot)
+        Ok(())
     }
 
     /// Updates a block in place (created zero-filled when absent).
@@ -532,7 +564,7 @@ impl BlockStore {
         f: impl FnOnce(&mut Block) -> Result<()>,
     ) -> Result<()> {
         if !self.contains(array, &key) {
-            self.replace(array, key, Block::zeros(shape)?, section)?;
+            self.replace(array, key, Block::zeros(shape)?, section, &mut |_| Ok(()))?;
         } else {
             self.reload(array, key)?;
         }
@@ -629,6 +661,10 @@ impl BlockStore {
 
     /// A block replaced or scaled: its running sum, if any, ends.
     pub fn forget_residual(&mut self, array: u32, key: &BlockKey) {
+        // Most sections accumulate nothing: no key to hash then.
+        if self.residuals.is_empty() {
+            return;
+        }
         if let Some((_, lo)) = self.residuals.remove(&(array, *key)) {
             self.account(0, lo.len() * 8);
             crate::spare::give(lo);

@@ -10,13 +10,13 @@ use crate::cluster::message::{Origin, Payload, ServerStats, ToServer, ToWorker};
 use crate::error::{Result, RuntimeError};
 use crate::store::{Block, BlockKey, Extents, block_text};
 use blocks::Addend;
-use blocks::{BlockStore, Spill};
+use blocks::{BlockStore, Slot, Spill};
 use race::{Access, Mode};
 use sial_bytecode::{ArrayKind, Program, PutOp};
 use sial_superinstructions as k;
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// Arrays a server saved with `set_persistent`, by label: the blocks it owns. Lives for the
 /// whole job.
@@ -91,6 +91,19 @@ impl<'p> Server<'p> {
         }
     }
 
+    /// The server of `servers` that holds its share of arrays of `blocks[a]` blocks (from
+    /// [`crate::layout::block_counts`]): their tables are made that large at their first block.
+    pub fn expecting(mut self, blocks: &[u64], servers: usize) -> Server<'p> {
+        self.store.expect(blocks, servers);
+        self
+    }
+
+    /// Time spent on requests in this program so far (the figures' `busy_seconds`), as the
+    /// link measures it.
+    pub fn set_busy(&mut self, busy: Duration) {
+        self.stats.busy_seconds = busy.as_secs_f64();
+    }
+
     /// The figures so far, disk included.
     pub fn stats(&self) -> ServerStats {
         let mut s = self.stats;
@@ -136,7 +149,9 @@ impl<'p> Server<'p> {
             self.gate.expect(from.worker, syncs);
             return Ok(Flow::Continue);
         }
-        let started = Instant::now();
+        // The clock only for the timeline: two readings a request were a twentieth of a
+        // server's time in a loop of small puts.
+        let started = crate::trace::on().then(Instant::now);
         let from = msg.origin();
         let kind = msg.name();
         self.stats.messages += 1;
@@ -242,7 +257,6 @@ impl<'p> Server<'p> {
                     saved.insert(label, blocks);
                 }
                 self.store.clear();
-                self.stats.busy_seconds += started.elapsed().as_secs_f64();
                 reply(
                     from.worker as usize,
                     ToWorker::Ended {
@@ -253,8 +267,7 @@ impl<'p> Server<'p> {
                 flow = Flow::End;
             }
         }
-        self.stats.busy_seconds += started.elapsed().as_secs_f64();
-        if crate::trace::on() {
+        if let Some(started) = started {
             let worker = serde_json::json!(from.worker);
             crate::trace::span(
                 "server",
@@ -294,41 +307,10 @@ impl<'p> Server<'p> {
 
     /// Moves a block's consistency state; a race is an error naming both workers.
     fn touch(&mut self, from: Origin, array: u32, key: &BlockKey, access: Access) -> Result<()> {
-        let section = from.section;
-        let Some(h) = self.store.slot_mut(array, key) else {
-            return Ok(());
-        };
-        let mode = if h.section == section {
-            h.mode
-        } else {
-            Mode::None
-        };
-        match mode.next(access, from.worker) {
-            Ok(m) => {
-                h.mode = m;
-                h.section = section;
-                Ok(())
-            }
-            Err(other) => {
-                let others = match other {
-                    Some(w) => format!("worker {w}"),
-                    None => "several workers".to_string(),
-                };
-                let text = self.text(array, key);
-                let w = from.worker;
-                let message = match access {
-                    Access::Read => format!(
-                        "Data race at server for block {text} from worker {w} (read; {others} wrote or accumulated it in this section).  Probably a missing sip_barrier"
-                    ),
-                    Access::Write => format!(
-                        "Incorrect PUT block semantics (data race) for {text} from worker {w} ({others} also used it in this section).  Probably a missing sip_barrier"
-                    ),
-                    Access::Accumulate => format!(
-                        "Incorrect PUT_ACCUMULATE block semantics (data race) for {text} from worker {w} ({others} read or replaced it in this section).  Probably a missing sip_barrier"
-                    ),
-                };
-                Err(self.error(from, message))
-            }
+        let program = self.program;
+        match self.store.slot_mut(array, key) {
+            Some(h) => step(program, h, from, array, key, access),
+            None => Ok(()),
         }
     }
 
@@ -395,16 +377,57 @@ impl<'p> Server<'p> {
                 format!("Attempting to update non-existent block {text} ({stmt} *= needs a block that was {done} before)"),
             ));
         }
+        match (op, payload) {
+            (PutOp::Replace, Payload::Block(data)) => {
+                // The incoming buffer becomes the block.
+                self.replace(from, array, key, Block { shape, data }, access)?;
+            }
+            (PutOp::Replace, Payload::Scalar(v)) => {
+                let mut b = Block::zeros(shape)?;
+                k::fill(&mut b.data, v);
+                self.replace(from, array, key, b, access)?;
+            }
+            (op, payload) => self.update_in_place(from, array, key, &shape, op, access, payload)?,
+        }
+        self.stats.blocks_held_peak = self.stats.blocks_held_peak.max(self.store.len() as u64);
+        Ok(())
+    }
+
+    /// `put =`: the block becomes the new value. One lookup finds or makes its slot, whose
+    /// state moves (or starts, for a new block) before the value changes.
+    fn replace(
+        &mut self,
+        from: Origin,
+        array: u32,
+        key: BlockKey,
+        block: Block,
+        access: Access,
+    ) -> Result<()> {
+        let program = self.program;
+        self.store
+            .replace(array, key, block, from.section, &mut |slot| {
+                step(program, slot, from, array, &key, access)
+            })
+            .map_err(|e| e.at(&program.name, from.line))
+    }
+
+    /// `put +=` and `put *=`: the block changes where it is (made zero-filled by a first
+    /// `put +=`).
+    #[allow(clippy::too_many_arguments)]
+    fn update_in_place(
+        &mut self,
+        from: Origin,
+        array: u32,
+        key: BlockKey,
+        shape: &[usize],
+        op: PutOp,
+        access: Access,
+        payload: Payload,
+    ) -> Result<()> {
         let new = !self.store.contains(array, &key);
         if !new {
             self.touch(from, array, &key, access)?;
         }
-        // A new block's first access, set where the block is made.
-        let first = match access {
-            Access::Write => Mode::Write(from.worker),
-            Access::Accumulate => Mode::Acc(from.worker),
-            Access::Read => Mode::Read(from.worker),
-        };
         let section = from.section;
         let program = &self.program.name;
         let at = |e: RuntimeError| e.at(program, from.line);
@@ -412,60 +435,40 @@ impl<'p> Server<'p> {
         let whole = self.program;
         let text = || block_text(whole, array as usize, &key);
         match (op, payload) {
-            (PutOp::Replace, Payload::Block(data)) => {
-                // The incoming buffer becomes the block.
-                let slot = self
-                    .store
-                    .replace(array, key, Block { shape, data }, section)
-                    .map_err(at)?;
-                if new {
-                    slot.mode = first;
-                }
-            }
-            (PutOp::Replace, Payload::Scalar(v)) => {
-                let mut b = Block::zeros(shape)?;
-                k::fill(&mut b.data, v);
-                let slot = self.store.replace(array, key, b, section).map_err(at)?;
-                if new {
-                    slot.mode = first;
-                }
-            }
             (PutOp::Accumulate, Payload::Block(data)) => {
                 let bytes = data.len() * 8;
                 self.store.receive(bytes, &text).map_err(at)?;
                 let r = self
                     .store
-                    .accumulate(array, key, &shape, section, Addend::Block(&data));
+                    .accumulate(array, key, shape, section, Addend::Block(&data));
                 crate::spare::give(data);
                 self.store.received(bytes);
                 r.map_err(at)?;
             }
             (PutOp::Accumulate, Payload::Scalar(v)) => {
                 self.store
-                    .accumulate(array, key, &shape, section, Addend::Scalar(v))
+                    .accumulate(array, key, shape, section, Addend::Scalar(v))
                     .map_err(at)?;
             }
             (PutOp::Scale, Payload::Scalar(v)) => {
                 self.store.forget_residual(array, &key);
                 self.store
-                    .update(array, key, &shape, section, |b| {
+                    .update(array, key, shape, section, |b| {
                         k::scale(&mut b.data, v);
                         Ok(())
                     })
                     .map_err(at)?;
             }
-            (PutOp::Scale, Payload::Block(_)) => {
-                return Err(RuntimeError::new("internal: put *= with a block"));
+            (PutOp::Scale, Payload::Block(_)) | (PutOp::Replace, _) => {
+                return Err(RuntimeError::new(
+                    "internal: put *= with a block, or put = in place",
+                ));
             }
         }
-        if new
-            && op != PutOp::Replace
-            && let Some(h) = self.store.slot_mut(array, &key)
-        {
-            h.mode = first;
-            h.section = section;
+        if new {
+            // The block's first access, in the state it was made with.
+            self.touch(from, array, &key, access)?;
         }
-        self.stats.blocks_held_peak = self.stats.blocks_held_peak.max(self.store.len() as u64);
         Ok(())
     }
 
@@ -480,7 +483,9 @@ impl<'p> Server<'p> {
         let at = |e: RuntimeError| e.at(&self.program.name, from.line);
         for (key, block) in blocks {
             self.store
-                .replace(array, *key, Block::clone(block), from.section)
+                .replace(array, *key, Block::clone(block), from.section, &mut |_| {
+                    Ok(())
+                })
                 .map_err(at)?;
         }
         self.stats.blocks_held_peak = self.stats.blocks_held_peak.max(self.store.len() as u64);
@@ -488,19 +493,74 @@ impl<'p> Server<'p> {
     }
 }
 
-/// Runs a server for one program: requests until `EndProgram`. `at_end` sees the saved arrays
+/// Moves a block's consistency state for an access of `from` (a block of an earlier section
+/// starts afresh); a race is an error naming both workers.
+fn step(
+    program: &Program,
+    h: &mut Slot,
+    from: Origin,
+    array: u32,
+    key: &BlockKey,
+    access: Access,
+) -> Result<()> {
+    let section = from.section;
+    let mode = if h.section == section {
+        h.mode
+    } else {
+        Mode::None
+    };
+    match mode.next(access, from.worker) {
+        Ok(m) => {
+            h.mode = m;
+            h.section = section;
+            Ok(())
+        }
+        Err(other) => {
+            let others = match other {
+                Some(w) => format!("worker {w}"),
+                None => "several workers".to_string(),
+            };
+            let text = block_text(program, array as usize, key);
+            let w = from.worker;
+            let message = match access {
+                Access::Read => format!(
+                    "Data race at server for block {text} from worker {w} (read; {others} wrote or accumulated it in this section).  Probably a missing sip_barrier"
+                ),
+                Access::Write => format!(
+                    "Incorrect PUT block semantics (data race) for {text} from worker {w} ({others} also used it in this section).  Probably a missing sip_barrier"
+                ),
+                Access::Accumulate => format!(
+                    "Incorrect PUT_ACCUMULATE block semantics (data race) for {text} from worker {w} ({others} read or replaced it in this section).  Probably a missing sip_barrier"
+                ),
+            };
+            Err(RuntimeError::program(message).at(&program.name, from.line))
+        }
+    }
+}
+
+/// Runs a server for one program, whose arrays have `blocks[a]` blocks (see
+/// [`Server::expecting`]): requests until `EndProgram`. `at_end` sees the saved arrays
 /// before the end is acknowledged (checkpoints are written there).
 pub fn serve(
     program: &Program,
+    blocks: &[u64],
     link: &mut dyn crate::cluster::ServerLink,
     saved: &mut Saved,
     spill: &Spill,
     at_end: &mut dyn FnMut(&Saved) -> Result<()>,
 ) -> Result<ServerStats> {
-    let mut server = Server::new(program, link.rank(), spill.clone());
+    let mut server =
+        Server::new(program, link.rank(), spill.clone()).expecting(blocks, link.servers());
     crate::spare::limit(spill.budget);
+    // Busy is the program's time less the link's waits for requests: measured a request at
+    // a time, the clock cost a loop of small puts a twentieth of the server's time.
+    let started = Instant::now();
+    let idle = link.idle();
     loop {
         let msg = link.recv()?;
+        if matches!(msg, ToServer::EndProgram { .. }) {
+            server.set_busy(started.elapsed().saturating_sub(link.idle() - idle));
+        }
         let mut replies = Vec::new();
         let flow = server.handle(msg, saved, &mut |w, m| {
             replies.push((w, m));

@@ -101,16 +101,7 @@ impl<'a> Worker<'a> {
         link: &'a mut dyn WorkerLink,
     ) -> Result<Worker<'a>> {
         let setup = env.setup;
-        let mut ints = Vec::with_capacity(program.ints.len());
-        for x in &program.ints {
-            ints.push(if x.predefined {
-                *setup.ints.get(&x.name).ok_or_else(|| {
-                    RuntimeError::input(format!("Could not find predefined integer : {0} (give it in the setup file or with --set {0}=VALUE)", x.name))
-                })?
-            } else {
-                x.init
-            });
-        }
+        let ints = crate::layout::start_ints(program, setup)?;
         let mut scalars = Vec::with_capacity(program.scalars.len());
         for x in &program.scalars {
             scalars.push(if x.predefined {

@@ -28,6 +28,7 @@ use ::mpi::raw::AsRaw;
 use ::mpi::topology::{Color, Communicator, SimpleCommunicator};
 use std::collections::VecDeque;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 mod batch;
 mod codec;
@@ -68,6 +69,8 @@ pub struct MpiServer {
     replies: Batches,
     requests: Inbox,
     outbox: Outbox,
+    /// Time spent waiting for requests.
+    idle: Duration,
 }
 
 impl WorkerLink for MpiWorker {
@@ -194,7 +197,9 @@ impl ServerLink for MpiServer {
             // its requests a few at a time).
             self.replies.flush_all(&mut self.outbox)?;
             if !self.requests.poll(&self.world) {
+                let waiting = Instant::now();
                 self.requests.wait(&self.world);
+                self.idle += waiting.elapsed();
             }
         }
         self.requests.next(&self.world, decode_request)
@@ -211,6 +216,9 @@ impl ServerLink for MpiServer {
             self.outbox.post(dest, TO_WORKER, Held::Block(block))?;
         }
         Ok(())
+    }
+    fn idle(&self) -> Duration {
+        self.idle
     }
 }
 
@@ -307,6 +315,7 @@ pub fn connect(universe: &Universe, workers: usize, servers: usize) -> Result<Li
             replies: Batches::new(global(false), TO_WORKER),
             requests: Inbox::new(TO_SERVER),
             outbox,
+            idle: Duration::ZERO,
         }));
     }
     let team = team.ok_or_else(|| RuntimeError::new("internal: no communicator of the workers"))?;

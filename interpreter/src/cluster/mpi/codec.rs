@@ -103,6 +103,12 @@ pub(super) fn encode_request(msg: ToServer, batch: &mut Vec<u8>) -> Result<Optio
                 Payload::Scalar(v) => w.u8(1).u64(v.to_bits()),
             };
         }
+        ToServer::Claims { from, blocks } => {
+            Writer(batch)
+                .u8(Tag::Claims as u8)
+                .origin(from)
+                .claims(blocks);
+        }
         _ => append_header(batch, &msg)?,
     }
     Ok(match msg {
@@ -152,6 +158,13 @@ pub(super) fn decode_request<'b>(
                     1 => Payload::Scalar(r.f64()?),
                     _ => return Err(malformed()),
                 },
+            };
+            (msg, r.rest())
+        }
+        Tag::Claims => {
+            let msg = ToServer::Claims {
+                from: r.origin()?,
+                blocks: r.claims()?,
             };
             (msg, r.rest())
         }
@@ -225,7 +238,7 @@ pub(super) fn decode_reply<'b>(
             };
             (msg, r.rest())
         }
-        Tag::Get | Tag::Put => return Err(malformed()),
+        Tag::Get | Tag::Put | Tag::Claims => return Err(malformed()),
     };
     let blocks: Vec<&mut Arc<Block>> = match &mut msg {
         ToWorker::Block { block, .. } => vec![block],
@@ -587,6 +600,14 @@ mod tests {
                 op: PutOp::Scale,
                 payload: Payload::Scalar(2.0),
             },
+            ToServer::Claims {
+                from,
+                blocks: vec![Claim {
+                    array: 3,
+                    key: key(),
+                    line: 9,
+                }],
+            },
             ToServer::Delete { from, array: 4 },
         ];
         for msg in requests {
@@ -597,7 +618,7 @@ mod tests {
                     "cut at {cut}"
                 );
             }
-            for tag in [4u8, 200, Tag::Block as u8] {
+            for tag in [5u8, 200, Tag::Block as u8] {
                 let mut wrong = batch.clone();
                 wrong[0] = tag;
                 assert!(decode_request(&wrong, &mut |_| {}).is_err(), "tag {tag}");
@@ -618,7 +639,7 @@ mod tests {
                 "cut at {cut}"
             );
         }
-        for tag in [Tag::Get as u8, Tag::Put as u8, 9] {
+        for tag in [Tag::Get as u8, Tag::Put as u8, Tag::Claims as u8, 9] {
             let mut wrong = batch.clone();
             wrong[0] = tag;
             assert!(decode_reply(&wrong, &mut |_| {}).is_err(), "tag {tag}");

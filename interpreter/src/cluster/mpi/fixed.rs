@@ -1,11 +1,11 @@
-//! Fixed layouts for the records a program sends by the hundred thousand: a get, a put, and a
-//! block in reply. Their fields go little-endian at fixed places, written and read by plain
+//! Fixed layouts for the records a program sends by the hundred thousand: a get, a put, a
+//! block in reply, and a barrier's claims of prefetched blocks (one per get). Their fields go little-endian at fixed places, written and read by plain
 //! copies; postcard's varints cost 120–170 ns a put here, an eighth of the worker's and of the
 //! server's time in a loop of small puts (docs/benchmarks.md, "Gets and puts in fixed
 //! layouts"). Every other record is postcard after its tag ([`Tag::Postcard`]).
 
 use super::*;
-use crate::cluster::message::Origin;
+use crate::cluster::message::{Claim, Origin};
 use crate::store::{BlockKey, Extents};
 use sial_bytecode::{MAX_RANK, PutOp};
 
@@ -16,6 +16,7 @@ pub(super) enum Tag {
     Get = 1,
     Put = 2,
     Block = 3,
+    Claims = 4,
 }
 
 impl Tag {
@@ -25,10 +26,14 @@ impl Tag {
             1 => Tag::Get,
             2 => Tag::Put,
             3 => Tag::Block,
+            4 => Tag::Claims,
             _ => return Err(malformed()),
         })
     }
 }
+
+/// Bytes of one claim: array, key, line.
+const CLAIM_BYTES: usize = 4 + 48 + 4;
 
 /// Appends fields to a batch.
 pub(super) struct Writer<'a>(pub(super) &'a mut Vec<u8>);
@@ -64,6 +69,15 @@ impl Writer<'_> {
             PutOp::Accumulate => 1,
             PutOp::Scale => 2,
         })
+    }
+    /// The number of claims, then each one's array, key and line.
+    pub(super) fn claims(&mut self, claims: &[Claim]) -> &mut Self {
+        self.u64(claims.len() as u64);
+        self.0.reserve(claims.len() * CLAIM_BYTES);
+        for c in claims {
+            self.u32(c.array).key(&c.key).u32(c.line);
+        }
+        self
     }
     /// The rank, then each extent.
     pub(super) fn extents(&mut self, shape: &[usize]) -> &mut Self {
@@ -121,6 +135,22 @@ impl<'b> Reader<'b> {
             segments: std::array::from_fn(|i| word(4 * i)),
             parents: std::array::from_fn(|i| word(24 + 4 * i)),
         })
+    }
+    pub(super) fn claims(&mut self) -> Result<Vec<Claim>> {
+        let n = usize::try_from(self.u64()?).map_err(|_| malformed())?;
+        // A count the record cannot hold is malformed, not an allocation to try.
+        if n > self.0.len() / CLAIM_BYTES {
+            return Err(malformed());
+        }
+        let mut claims = Vec::with_capacity(n);
+        for _ in 0..n {
+            claims.push(Claim {
+                array: self.u32()?,
+                key: self.key()?,
+                line: self.u32()?,
+            });
+        }
+        Ok(claims)
     }
     pub(super) fn extents(&mut self) -> Result<Extents> {
         let rank = usize::from(self.u8()?);

@@ -133,6 +133,12 @@ impl Cache {
         self.entries.insert(key, entry);
     }
 
+    /// Room for `n` more entries without growing the table (a hint: where the allocator
+    /// refuses, the table grows as it goes).
+    pub(super) fn reserve(&mut self, n: usize) {
+        let _ = self.entries.try_reserve(n);
+    }
+
     /// The entry of `key`, or a new one made by `new` (not counted until [`Cache::charge`]).
     pub(super) fn entry_or(&mut self, key: Key, new: impl FnOnce() -> Entry) -> &mut Entry {
         self.entries.entry(key).or_insert_with(new)

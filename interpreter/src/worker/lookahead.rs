@@ -101,7 +101,7 @@ impl Worker<'_> {
         let n = self.frames.len() - 1;
         let mut ahead = match self.frames[n].ahead.take() {
             Some(a) => a,
-            None => self.new_ahead(),
+            None => self.new_ahead(block),
         };
         if ahead.idle {
             self.frames[n].ahead = Some(ahead);
@@ -162,8 +162,9 @@ impl Worker<'_> {
         Ok(())
     }
 
-    /// The span of the innermost loop, and whether it is worth prefetching over.
-    fn new_ahead(&mut self) -> Box<Ahead> {
+    /// The span of the innermost loop, and whether it is worth prefetching over; the cache
+    /// makes room for a block of `block`'s per iteration.
+    fn new_ahead(&mut self, block: &BlockRef) -> Box<Ahead> {
         let mut levels = 0;
         let mut iterations: u64 = 1;
         for f in self.frames.iter().rev() {
@@ -185,6 +186,10 @@ impl Worker<'_> {
             && iterations < 3;
         if levels == 0 || short {
             return Ahead::idle();
+        }
+        if let Ok((_, shape)) = self.locate(block) {
+            let bytes = shape.iter().product::<usize>() * 8;
+            self.net.get_mut().expect_fetches(iterations, bytes);
         }
         Box::new(Ahead {
             levels,

@@ -244,6 +244,16 @@ impl<'a> Net<'a> {
         self.sites.number(pc, line)
     }
 
+    /// A loop is about to fetch about `count` blocks of `bytes` bytes: the cache makes room
+    /// for their entries at once, as many as the budget holds and at most 2²⁰. Grown a
+    /// doubling at a time, a cache of 3·10⁵ small blocks stalled a get for 25 ms
+    /// (docs/benchmarks.md, "Servers: tables sized for their arrays").
+    pub fn expect_fetches(&mut self, count: u64, bytes: usize) {
+        const MOST: u64 = 1 << 20;
+        let fit = (self.cache.budget() / bytes.max(8)) as u64;
+        self.cache.reserve(count.min(fit).min(MOST) as usize);
+    }
+
     /// How far the site looks ahead at this execution.
     pub fn depth(&mut self, site: u32) -> usize {
         self.sites.depth(site, self.stats.wait_blocks)

@@ -73,7 +73,7 @@ impl WorkerLink for Solo<'_, '_> {
         });
         let started = Instant::now();
         if matches!(msg, ToServer::EndProgram { .. }) {
-            server.set_busy(std::mem::take(&mut self.busy));
+            server.set_busy(self.busy);
         }
         let replies = &mut self.replies;
         let flow = server.handle(msg, &mut self.saved, &mut |_, m| {
@@ -82,6 +82,7 @@ impl WorkerLink for Solo<'_, '_> {
         })?;
         self.busy += started.elapsed();
         if flow == Flow::End {
+            self.busy = Duration::ZERO;
             (self.at_end)(&self.saved)?;
             self.server = None;
             self.finished += 1;

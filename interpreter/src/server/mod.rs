@@ -347,10 +347,7 @@ impl<'p> Server<'p> {
         op: PutOp,
         payload: Payload,
     ) -> Result<()> {
-        let access = match op {
-            PutOp::Accumulate => Access::Accumulate,
-            PutOp::Replace | PutOp::Scale => Access::Write,
-        };
+        let access = Access::of_put(op);
         let size: usize = shape.iter().product();
         if let Payload::Block(d) = &payload
             && d.len() != size
@@ -387,7 +384,7 @@ impl<'p> Server<'p> {
                 k::fill(&mut b.data, v);
                 self.replace(from, array, key, b, access)?;
             }
-            (op, payload) => self.update_in_place(from, array, key, &shape, op, access, payload)?,
+            (op, payload) => self.update_in_place(from, array, key, &shape, op, payload)?,
         }
         self.stats.blocks_held_peak = self.stats.blocks_held_peak.max(self.store.len() as u64);
         Ok(())
@@ -413,7 +410,6 @@ impl<'p> Server<'p> {
 
     /// `put +=` and `put *=`: the block changes where it is (made zero-filled by a first
     /// `put +=`).
-    #[allow(clippy::too_many_arguments)]
     fn update_in_place(
         &mut self,
         from: Origin,
@@ -421,9 +417,9 @@ impl<'p> Server<'p> {
         key: BlockKey,
         shape: &[usize],
         op: PutOp,
-        access: Access,
         payload: Payload,
     ) -> Result<()> {
+        let access = Access::of_put(op);
         let new = !self.store.contains(array, &key);
         if !new {
             self.touch(from, array, &key, access)?;

@@ -12,6 +12,16 @@ pub enum Access {
     Accumulate,
 }
 
+impl Access {
+    /// How a put with operator `op` touches its block.
+    pub fn of_put(op: sial_bytecode::PutOp) -> Access {
+        match op {
+            sial_bytecode::PutOp::Accumulate => Access::Accumulate,
+            sial_bytecode::PutOp::Replace | sial_bytecode::PutOp::Scale => Access::Write,
+        }
+    }
+}
+
 /// A block's state in the current section; `u32` is the worker that set it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {

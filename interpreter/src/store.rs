@@ -106,6 +106,11 @@ pub type KeyMap<K, V> = HashMap<K, V, rustc_hash::FxBuildHasher>;
 /// blocks in the order loops walk them").
 pub type BlockKeyMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<NearHasher>>;
 
+/// Slots a [`BlockKeyMap`] is made ready for ahead of its blocks at most (a server's array
+/// table, a worker's cache of fetched blocks): 2²⁰ slots are some 100 MiB of address space,
+/// touched only as blocks arrive.
+pub const MOST_SLOTS_AHEAD: usize = 1 << 20;
+
 /// The hasher of [`BlockKeyMap`]. A `BlockKey` writes one word: everything but its first
 /// segment's place in its run scattered, plus that place. The hasher scatters every word
 /// written before the last (an array's number) and adds the last as it is; the low bits of

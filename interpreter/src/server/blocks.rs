@@ -10,7 +10,7 @@
 
 use super::race::Mode;
 use crate::error::{Result, RuntimeError};
-use crate::store::{Block, BlockKey, BlockKeyMap, Extents};
+use crate::store::{Block, BlockKey, BlockKeyMap, Extents, MOST_SLOTS_AHEAD};
 use crate::sum::{
     compensated_add_block, compensated_add_scalar, compensated_start_block,
     compensated_start_scalar,
@@ -116,10 +116,6 @@ pub struct BlockStore {
     pub stats: DiskStats,
 }
 
-/// Blocks an array's table is made ready for at most: 10⁶ slots are some 100 MiB of address
-/// space, touched only as blocks arrive.
-const MOST_EXPECTED: usize = 1 << 20;
-
 /// Lets a block's memory copy go where a newer one replaces it: out of the order of use and
 /// of the memory counted; its buffer serves the next block unless a reply still holds it.
 fn let_go(
@@ -167,7 +163,8 @@ impl BlockStore {
         self.expected = blocks
             .iter()
             .map(|&n| {
-                usize::try_from(n.div_ceil(servers)).map_or(MOST_EXPECTED, |n| n.min(MOST_EXPECTED))
+                usize::try_from(n.div_ceil(servers))
+                    .map_or(MOST_SLOTS_AHEAD, |n| n.min(MOST_SLOTS_AHEAD))
             })
             .collect();
     }

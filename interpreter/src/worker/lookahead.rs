@@ -91,9 +91,15 @@ impl Ahead {
 struct Saved(SmallVec<[(IndexSlot, Option<i32>); 8]>);
 
 impl Worker<'_> {
-    /// After a `get` at `pc`: requests the same site's blocks for the coming iterations, as
-    /// deep as the site's depth.
-    pub(super) fn prefetch_ahead(&mut self, pc: usize, block: &BlockRef, site: u32) -> Result<()> {
+    /// After a `get` at `pc` of a block of `bytes` bytes: requests the same site's blocks for
+    /// the coming iterations, as deep as the site's depth.
+    pub(super) fn prefetch_ahead(
+        &mut self,
+        pc: usize,
+        block: &BlockRef,
+        site: u32,
+        bytes: usize,
+    ) -> Result<()> {
         let depth = self.net.get_mut().depth(site);
         if depth == 0 || self.frames.is_empty() {
             return Ok(());
@@ -101,7 +107,7 @@ impl Worker<'_> {
         let n = self.frames.len() - 1;
         let mut ahead = match self.frames[n].ahead.take() {
             Some(a) => a,
-            None => self.new_ahead(block),
+            None => self.new_ahead(bytes),
         };
         if ahead.idle {
             self.frames[n].ahead = Some(ahead);
@@ -163,8 +169,8 @@ impl Worker<'_> {
     }
 
     /// The span of the innermost loop, and whether it is worth prefetching over; the cache
-    /// makes room for a block of `block`'s per iteration.
-    fn new_ahead(&mut self, block: &BlockRef) -> Box<Ahead> {
+    /// makes room for a block of `bytes` bytes per iteration.
+    fn new_ahead(&mut self, bytes: usize) -> Box<Ahead> {
         let mut levels = 0;
         let mut iterations: u64 = 1;
         for f in self.frames.iter().rev() {
@@ -187,10 +193,7 @@ impl Worker<'_> {
         if levels == 0 || short {
             return Ahead::idle();
         }
-        if let Ok((_, shape)) = self.locate(block) {
-            let bytes = shape.iter().product::<usize>() * 8;
-            self.net.get_mut().expect_fetches(iterations, bytes);
-        }
+        self.net.get_mut().expect_fetches(iterations, bytes);
         Box::new(Ahead {
             levels,
             upcoming: VecDeque::new(),

@@ -464,8 +464,9 @@ impl<'a> Worker<'a> {
         let mut wanted = self.wanted(block.array, key, &shape, &text);
         wanted.site = site;
         self.net.borrow_mut().get(&wanted, true)?;
+        let bytes = wanted.bytes;
         self.scopes.hold(block.array, key);
-        self.prefetch_ahead(pc, block, site)
+        self.prefetch_ahead(pc, block, site, bytes)
     }
 
     /// `sip_barrier`/`server_barrier` (SIAL-SPEC §7.6); also resets the pardo counter.

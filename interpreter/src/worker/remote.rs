@@ -245,13 +245,15 @@ impl<'a> Net<'a> {
     }
 
     /// A loop is about to fetch about `count` blocks of `bytes` bytes: the cache makes room
-    /// for their entries at once, as many as the budget holds and at most 2²⁰. Grown a
-    /// doubling at a time, a cache of 3·10⁵ small blocks stalled a get for 25 ms
-    /// (docs/benchmarks.md, "Servers: tables sized for their arrays").
+    /// for their entries at once, as many as the budget holds and at most
+    /// [`crate::store::MOST_SLOTS_AHEAD`]. Grown a doubling at a time, a cache of 3·10⁵ small
+    /// blocks stalled a get for 25 ms (docs/benchmarks.md, "Servers: tables sized for their
+    /// arrays").
     pub fn expect_fetches(&mut self, count: u64, bytes: usize) {
-        const MOST: u64 = 1 << 20;
-        let fit = (self.cache.budget() / bytes.max(8)) as u64;
-        self.cache.reserve(count.min(fit).min(MOST) as usize);
+        let fit = self.cache.budget() / bytes.max(8);
+        let most = fit.min(crate::store::MOST_SLOTS_AHEAD);
+        self.cache
+            .reserve(usize::try_from(count).map_or(most, |n| n.min(most)));
     }
 
     /// How far the site looks ahead at this execution.

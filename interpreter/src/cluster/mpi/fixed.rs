@@ -1,8 +1,9 @@
 //! Fixed layouts for the records a program sends by the hundred thousand: a get, a put, a
-//! block in reply, and a barrier's claims of prefetched blocks (one per get). Their fields go little-endian at fixed places, written and read by plain
-//! copies; postcard's varints cost 120–170 ns a put here, an eighth of the worker's and of the
-//! server's time in a loop of small puts (docs/benchmarks.md, "Gets and puts in fixed
-//! layouts"). Every other record is postcard after its tag ([`Tag::Postcard`]).
+//! block in reply, and a barrier's claims of prefetched blocks (one per get). Their fields go
+//! little-endian at fixed places, written and read by plain copies; postcard's varints cost
+//! 120–170 ns a put here, an eighth of the worker's and of the server's time in a loop of
+//! small puts (docs/benchmarks.md, "Gets and puts in fixed layouts"). Every other record is
+//! postcard after its tag ([`Tag::Postcard`]).
 
 use super::*;
 use crate::cluster::message::{Claim, Origin};
@@ -32,8 +33,10 @@ impl Tag {
     }
 }
 
+/// Bytes of a block's key: its six segments, then its six parents.
+const KEY_BYTES: usize = 48;
 /// Bytes of one claim: array, key, line.
-const CLAIM_BYTES: usize = 4 + 48 + 4;
+const CLAIM_BYTES: usize = 4 + KEY_BYTES + 4;
 
 /// Appends fields to a batch.
 pub(super) struct Writer<'a>(pub(super) &'a mut Vec<u8>);
@@ -55,7 +58,7 @@ impl Writer<'_> {
         self.u32(o.worker).u32(o.section).u32(o.line)
     }
     pub(super) fn key(&mut self, key: &BlockKey) -> &mut Self {
-        let mut bytes = [0u8; 48];
+        let mut bytes = [0u8; KEY_BYTES];
         for i in 0..6 {
             bytes[4 * i..4 * i + 4].copy_from_slice(&key.segments[i].to_le_bytes());
             bytes[24 + 4 * i..28 + 4 * i].copy_from_slice(&key.parents[i].to_le_bytes());
@@ -129,7 +132,7 @@ impl<'b> Reader<'b> {
         })
     }
     pub(super) fn key(&mut self) -> Result<BlockKey> {
-        let b = self.take::<48>()?;
+        let b = self.take::<KEY_BYTES>()?;
         let word = |at: usize| i32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]);
         Ok(BlockKey {
             segments: std::array::from_fn(|i| word(4 * i)),

@@ -153,6 +153,10 @@ const COMPILER_STACK: usize = 256 << 20;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    #[cfg(feature = "mpi")]
+    if mpi_processes().is_some() {
+        mpi::one_arena();
+    }
     let worker = std::thread::Builder::new()
         .stack_size(COMPILER_STACK)
         .spawn(move || run(cli));

@@ -23,6 +23,22 @@ use std::io::Write;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::Path;
 
+/// One malloc arena for the whole process; call before any other thread allocates.
+///
+/// A rank computes in one thread, and glibc gives a thread other than the main one an arena
+/// of its own, which it grows by an `mprotect` call at every allocation past its top: a
+/// server storing new 4 KiB blocks made one call per block. The main arena grows by `brk`
+/// with padding. (With ranks as threads the arenas stay one per thread: there they spare
+/// the threads each other's locks.)
+pub fn one_arena() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: `mallopt` only sets a parameter of glibc's allocator, which takes effect for
+    // threads that have not allocated yet.
+    unsafe {
+        libc::mallopt(libc::M_ARENA_MAX, 1);
+    }
+}
+
 /// This process's MPI, started before the job's programs are compiled so that the ranks can
 /// share the compiling ([`Session::all_gather`]), then [`Session::run`].
 pub struct Session {

@@ -20,6 +20,10 @@
 //!   `copy_from_slice` of the same bytes; bytes = one read + one write of every element. Also,
 //!   for the analysis: 31⁴ and 33⁴ with [3,2,1,0], [1,0,3,2], a 1024² transpose (same 8 MiB),
 //!   and the worst case and the copy on buffers advised for 2 MiB transparent huge pages.
+//! * `block_keys`: the maps keyed by blocks (`store::BlockKeyMap`): hashing one `BlockKey`,
+//!   and every block of a four-index array (10⁴ × 10 × 1 × 1 and 20⁴ segments) inserted, looked
+//!   up and removed in a loop's order, as a worker's temp blocks and fetched copies are;
+//!   "elem/s" = keys.
 //! * `ao2mo_transform`: `programs/ao2mo_transform.sial` (water/6-31G, four-index transformation
 //!   through distributed arrays) in process: setup load + compile + run.
 
@@ -294,6 +298,52 @@ fn bench_permute(c: &mut Criterion) {
     g.finish();
 }
 
+fn bench_block_keys(c: &mut Criterion) {
+    use sial_interpreter::store::{BlockKey, BlockKeyMap};
+    use std::hash::BuildHasher;
+    let key = |a: i32, b: i32, c: i32, d: i32| BlockKey {
+        segments: [a, b, c, d, 0, 0],
+        parents: [0; 6],
+    };
+    let mut g = c.benchmark_group("block_keys");
+    g.throughput(Throughput::Elements(1));
+    let hasher = std::hash::BuildHasherDefault::<sial_interpreter::store::NearHasher>::default();
+    let k = key(17, 3, 1, 1);
+    g.bench_function("hash", |b| b.iter(|| hasher.hash_one(black_box(&k))));
+    // A first dimension longer than a run of neighbouring slots, and a four-index array.
+    let long: Vec<BlockKey> = (1..=10)
+        .flat_map(|b| (1..=10_000).map(move |a| key(a, b, 1, 1)))
+        .collect();
+    let square: Vec<BlockKey> = (1..=20)
+        .flat_map(|d| {
+            (1..=20).flat_map(move |c| {
+                (1..=20).flat_map(move |b| (1..=20).map(move |a| key(a, b, c, d)))
+            })
+        })
+        .collect();
+    for (name, keys) in [("10000x10", &long), ("20^4", &square)] {
+        g.throughput(Throughput::Elements(keys.len() as u64));
+        g.bench_function(BenchmarkId::new("insert_get_remove", name), |b| {
+            b.iter(|| {
+                let mut map: BlockKeyMap<BlockKey, u64> = BlockKeyMap::default();
+                map.reserve(keys.len());
+                for (i, k) in keys.iter().enumerate() {
+                    map.insert(*k, i as u64);
+                }
+                let mut sum = 0;
+                for k in keys.iter() {
+                    sum += map.get(k).copied().unwrap_or(0);
+                }
+                for k in keys.iter() {
+                    sum += map.remove(k).unwrap_or(0);
+                }
+                black_box(sum)
+            })
+        });
+    }
+    g.finish();
+}
+
 fn bench_ao2mo(c: &mut Criterion) {
     let path = root().join("programs/ao2mo_transform.sial");
     let registry = sial_interpreter::specials::general_registry();
@@ -321,6 +371,7 @@ criterion_group!(
     bench_block_ops,
     bench_contract,
     bench_permute,
+    bench_block_keys,
     bench_ao2mo
 );
 criterion_main!(benches);

@@ -200,13 +200,14 @@ impl std::hash::Hash for BlockKey {
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
         let [s0, s1, s2, s3, s4, s5] = self.segments.map(|v| u64::from(v as u32));
         let [p0, p1, p2, p3, p4, p5] = self.parents.map(|v| u64::from(v as u32));
+        let pair = |low: u64, high: u64| low | (high << 32);
         let words = [
-            s0 / u64::from(NEIGHBOURS) | s1 << 32,
-            s2 | s3 << 32,
-            s4 | s5 << 32,
-            p0 | p1 << 32,
-            p2 | p3 << 32,
-            p4 | p5 << 32,
+            pair(s0 / u64::from(NEIGHBOURS), s1),
+            pair(s2, s3),
+            pair(s4, s5),
+            pair(p0, p1),
+            pair(p2, p3),
+            pair(p4, p5),
         ];
         let sum = words
             .iter()

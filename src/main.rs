@@ -155,7 +155,8 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     #[cfg(feature = "mpi")]
     if mpi_processes().is_some() {
-        mpi::one_arena();
+        // SAFETY: no other thread has started yet.
+        unsafe { mpi::prepare_process() };
     }
     let worker = std::thread::Builder::new()
         .stack_size(COMPILER_STACK)

@@ -2,7 +2,7 @@
 //! feature; without it there is none (`mpi_processes` is then always `None`).
 
 #[cfg(feature = "mpi")]
-pub use sial_interpreter::job::mpi::{Session, one_arena};
+pub use sial_interpreter::job::mpi::{Session, prepare_process};
 
 #[cfg(not(feature = "mpi"))]
 pub use without::Session;

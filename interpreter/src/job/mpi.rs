@@ -23,20 +23,45 @@ use std::io::Write;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::Path;
 
-/// One malloc arena for the whole process; call before any other thread allocates.
+/// Settings a rank's process takes before MPI starts; `main` calls this first under mpirun.
 ///
-/// A rank computes in one thread, and glibc gives a thread other than the main one an arena
-/// of its own, which it grows by an `mprotect` call at every allocation past its top: a
-/// server storing new 4 KiB blocks made one call per block. The main arena grows by `brk`
-/// with padding. (With ranks as threads the arenas stay one per thread: there they spare
-/// the threads each other's locks.)
-pub fn one_arena() {
+/// * One malloc arena for the whole process. A rank computes in one thread, and glibc gives
+///   a thread other than the main one an arena of its own, which it grows by an `mprotect`
+///   call at every allocation past its top: a server storing new 4 KiB blocks made one call
+///   per block. The main arena grows by `brk` with padding. (With ranks as threads the
+///   arenas stay one per thread: there they spare the threads each other's locks.)
+/// * Where every rank runs on this node, MPI's topology library (hwloc) skips its discovery of
+///   PCI and other I/O devices (`HWLOC_COMPONENTS=-pci,-linuxio`, unless the environment sets
+///   it): it read the PCI configuration of every device at `MPI_Init`, a fifth of an empty
+///   job's start, and on one node there is no network card to choose.
+///
+/// # Safety
+/// No other thread may be running: it changes the environment and the allocator's settings.
+pub unsafe fn prepare_process() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: `mallopt` only sets a parameter of glibc's allocator, which takes effect for
     // threads that have not allocated yet.
     unsafe {
         libc::mallopt(libc::M_ARENA_MAX, 1);
     }
+    const COMPONENTS: &str = "HWLOC_COMPONENTS";
+    if on_one_node() && std::env::var_os(COMPONENTS).is_none() {
+        // SAFETY: the caller runs no other thread.
+        unsafe { std::env::set_var(COMPONENTS, "-pci,-linuxio") };
+    }
+}
+
+/// Whether every rank of the job runs on this node, from the launcher's environment (MPICH's
+/// hydra: `MPI_LOCALNRANKS` and `PMI_SIZE`; Open MPI: `OMPI_COMM_WORLD_LOCAL_SIZE` and
+/// `OMPI_COMM_WORLD_SIZE`).
+fn on_one_node() -> bool {
+    let count = |name: &str| std::env::var(name).ok()?.trim().parse::<usize>().ok();
+    [
+        ("MPI_LOCALNRANKS", "PMI_SIZE"),
+        ("OMPI_COMM_WORLD_LOCAL_SIZE", "OMPI_COMM_WORLD_SIZE"),
+    ]
+    .iter()
+    .any(|&(local, world)| matches!((count(local), count(world)), (Some(l), Some(w)) if l == w))
 }
 
 /// This process's MPI, started before the job's programs are compiled so that the ranks can

@@ -299,20 +299,27 @@ fn cublas_err(e: blas::CublasError) -> DeviceError {
 /// The CUDA driver, as [`missing_libraries`] names it.
 pub const DRIVER: &str = "the CUDA driver (libcuda.so.1)";
 
-/// The CUDA libraries sial needs and could not load, in words; empty when all load.
+/// The CUDA libraries sial needs and could not load, in words; empty when all load. Where the
+/// driver is missing it alone is named: the others are not looked for (each library is looked
+/// for under a dozen names in every directory of the loader's path, some 200 failed opens).
 ///
 /// The loader looks for `libcuda.so`, `libcublas.so` and `libnvrtc.so`, or their `.so.12`
 /// (and older) names. CUDA 13 installs only `.so.13` names outside its development files:
 /// linking them under the plain names, in a directory on `LD_LIBRARY_PATH`, is enough
-/// (`benches/gpu/check.sh` does so; measured on CUDA 13.0).
+/// (`benches/gpu/check.sh` does so; measured on CUDA 13.0). Looked for once per process.
 pub fn missing_libraries() -> Vec<&'static str> {
+    static MISSING: std::sync::OnceLock<Vec<&'static str>> = std::sync::OnceLock::new();
+    MISSING.get_or_init(look_for_libraries).clone()
+}
+
+fn look_for_libraries() -> Vec<&'static str> {
     /// A library in words, and whether it loads.
     type Probe = (&'static str, fn() -> bool);
     // SAFETY (each probe): it only tries to dlopen a library by its candidate names.
-    let probes: [Probe; 3] = [
-        (DRIVER, || unsafe {
-            cudarc::driver::sys::is_culib_present()
-        }),
+    let driver: Probe = (DRIVER, || unsafe {
+        cudarc::driver::sys::is_culib_present()
+    });
+    let others: [Probe; 2] = [
         ("cuBLAS (libcublas.so or libcublas.so.12)", || unsafe {
             cudarc::cublas::sys::is_culib_present()
         }),
@@ -320,9 +327,13 @@ pub fn missing_libraries() -> Vec<&'static str> {
             cudarc::nvrtc::sys::is_culib_present()
         }),
     ];
-    probes
+    let loads = |(_, present): &Probe| catch_unwind(present).unwrap_or(false);
+    if !loads(&driver) {
+        return vec![driver.0];
+    }
+    others
         .into_iter()
-        .filter(|(_, present)| !catch_unwind(present).unwrap_or(false))
+        .filter(|p| !loads(p))
         .map(|(name, _)| name)
         .collect()
 }
@@ -332,17 +343,21 @@ pub fn libraries_present() -> bool {
     missing_libraries().is_empty()
 }
 
-/// Number of GPUs; 0 when CUDA is not installed or no GPU is visible.
+/// Number of GPUs; 0 when CUDA is not installed or no GPU is visible. Counted once per
+/// process.
 pub fn device_count() -> usize {
-    if !libraries_present() {
-        return 0;
-    }
-    catch_unwind(|| {
-        cudarc::driver::result::init()
-            .and_then(|()| CudaContext::device_count())
-            .map_or(0, |n| usize::try_from(n).unwrap_or(0))
+    static COUNT: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *COUNT.get_or_init(|| {
+        if !libraries_present() {
+            return 0;
+        }
+        catch_unwind(|| {
+            cudarc::driver::result::init()
+                .and_then(|()| CudaContext::device_count())
+                .map_or(0, |n| usize::try_from(n).unwrap_or(0))
+        })
+        .unwrap_or(0)
     })
-    .unwrap_or(0)
 }
 
 /// Opens every GPU with `streams` copy streams; none (and no error) where CUDA is missing.

@@ -56,7 +56,7 @@ pub fn open(options: &GpuOptions, rank: usize) -> Result<Option<Box<dyn Device>>
             ))
         }
         Backend::Cuda => {
-            let count = gpu_count();
+            let count = device::cuda::device_count();
             if count == 0 {
                 None
             } else {
@@ -75,12 +75,6 @@ pub fn open(options: &GpuOptions, rank: usize) -> Result<Option<Box<dyn Device>>
     Ok(found)
 }
 
-/// CUDA GPUs visible to this process, probed once (probing loads the driver library).
-fn gpu_count() -> usize {
-    static COUNT: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *COUNT.get_or_init(device::cuda::device_count)
-}
-
 /// The devices a job with these options can use, in words (for the summary).
 pub fn describe(options: &GpuOptions) -> String {
     match (options.mode, options.backend) {
@@ -88,7 +82,7 @@ pub fn describe(options: &GpuOptions) -> String {
         (_, Backend::Host) => {
             "CPU and the host-memory device (--gpu-backend host, a testing aid)".into()
         }
-        (_, Backend::Cuda) => match gpu_count() {
+        (_, Backend::Cuda) => match device::cuda::device_count() {
             0 => format!("CPU only: {}", why_no_gpu()),
             n => format!("CPU and {n} CUDA GPU{}", if n == 1 { "" } else { "s" }),
         },

@@ -11,11 +11,9 @@
 //! 5 × 5 (or 4 × 5) elements of dst as 25 (20) vector sums along the lane, for all of `κ`, and
 //! adds up each vector's lanes at the end; where a tile's rows (or columns) lie evenly apart,
 //! it moves one pointer for them per pair of runs instead of computing one each (on cores
-//! that issue two FMAs a cycle that bookkeeping, not the FMAs, bounded short lanes). CPUs with
-//! AVX2 but not AVX-512 take a kernel of 3 × 4 sums of four lanes ([`avx2`]), where the far
-//! block's runs of a pass stay in L2. Sums run in another order than a GEMM's (and than each
-//! other's): results agree with it to rounding (tested against a naive loop to 1e-12
-//! relative).
+//! that issue two FMAs a cycle that bookkeeping, not the FMAs, bounded short lanes). Sums run
+//! in another order than a GEMM's: results agree with it to rounding (tested against a naive
+//! loop to 1e-12 relative).
 
 use crate::batched::{Blocks, Copy, Dim};
 use crate::error::KernelError;
@@ -32,26 +30,11 @@ const COLS: usize = 5;
 /// Elements per vector.
 const LANES: usize = 8;
 
-/// Whether plans may choose this form: the AVX-512 kernel or the AVX2 one can run here, and
-/// the environment variable `SIAL_NO_DOT_KERNEL` is unset (for side-by-side measurements).
+/// Whether plans may choose this form: the AVX-512 kernel can run here, and the environment
+/// variable `SIAL_NO_DOT_KERNEL` is unset (for side-by-side measurements).
 pub(crate) fn available() -> bool {
     static AVAILABLE: OnceLock<bool> = OnceLock::new();
-    static AVX512: OnceLock<bool> = OnceLock::new();
-    enabled(&AVX512, "SIAL_NO_DOT_KERNEL")
-        || *AVAILABLE
-            .get_or_init(|| avx2_kernel() && std::env::var_os("SIAL_NO_DOT_KERNEL").is_none())
-}
-
-/// Whether the AVX2 kernel ([`avx2`]) can run on this CPU: AVX2 and FMA.
-fn avx2_kernel() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
+    enabled(&AVAILABLE, "SIAL_NO_DOT_KERNEL")
 }
 
 /// A contraction as inner products along the lane (see the module documentation).
@@ -115,7 +98,7 @@ const MIN_PASS: usize = 32;
 impl Dot {
     /// The plan for blocks `b` (unit extents removed) with free groups `fl` (in left), `fr`
     /// (in right) and summed group `c`, where it was measured to win (docs/benchmarks.md,
-    /// "Contractions as inner products"): AVX-512 or AVX2 present; long sums for the size of the
+    /// "Contractions as inner products"): AVX-512 present; long sums for the size of the
     /// result (`k ≥ 64` and `32 k ≥ m n`, for `m n ≤ 16384`), where a GEMM's copies of the
     /// blocks cost more than its arithmetic; at least [`FEWER_ROWS`] rows; and a summed label of
     /// unit stride, at least one vector long, in one block.
@@ -180,18 +163,7 @@ impl Dot {
             dst_far: group_offsets(b.dst, f_far),
             lens: [prod(near), prod(far), prod(b.dst)],
         };
-        (plan.fits() && plan.far_pass_in_l2()).then_some(plan)
-    }
-
-    /// Where the AVX2 kernel runs: whether the far block's runs of one pass, which every tile
-    /// of rows reads again, take at most a quarter of L2. Its tiles of 3 rows read them 1.7
-    /// times as often as the AVX-512 kernel's of 5: `minj = amcn * aicj` at the bench's
-    /// `large` scale (1.3 MB a pass) ran at 0.59 of the GEMM against 0.77 for the GEMM on
-    /// copies (docs/benchmarks.md, "Contractions as inner products with AVX2").
-    fn far_pass_in_l2(&self) -> bool {
-        let runs = self.pass.min(self.far_rest.len());
-        let bytes = runs * self.lane * self.far_free.len() * std::mem::size_of::<f64>();
-        crate::packed::vector_kernel() || bytes <= crate::L2_BYTES / 4
+        plan.fits().then_some(plan)
     }
 
     /// That every lane run and every dst element the offsets name lies inside blocks of the
@@ -239,13 +211,6 @@ impl Dot {
             unsafe { avx512::run(self, (near, far), dst, beta, sums) };
             return Ok(());
         }
-        #[cfg(target_arch = "x86_64")]
-        if avx2_kernel() {
-            // SAFETY: AVX2 and FMA are present; `check` verified the buffers' lengths, inside
-            // which every offset the kernel reads and writes lies.
-            unsafe { avx2::run(self, (near, far), dst, beta, sums) };
-            return Ok(());
-        }
         self.scalar(near, far, dst, beta);
         Ok(())
     }
@@ -274,189 +239,6 @@ impl Dot {
                 *d = if beta == 0.0 { s } else { beta * *d + s };
             }
         }
-    }
-}
-
-/// The kernel for CPUs with AVX2 and FMA but not AVX-512 (AMD's Zen 2 and 3, Intel before
-/// Skylake-SP): tiles of up to 3 rows × 4 columns of dst, their 12 sums as vectors of 4 lanes
-/// along the lane runs (12 of the 16 registers), the run's last elements by masked loads, each
-/// vector's lanes added up at the end. The pairs of runs go `plan.pass` at a time over every
-/// tile, as in the AVX-512 kernel, the sums waiting in scratch between passes.
-#[cfg(target_arch = "x86_64")]
-mod avx2 {
-    use super::Dot;
-    use std::arch::x86_64::{
-        __m256d, __m256i, _mm_add_pd, _mm_add_sd, _mm_cvtsd_f64, _mm_unpackhi_pd,
-        _mm256_castpd256_pd128, _mm256_extractf128_pd, _mm256_fmadd_pd, _mm256_loadu_pd,
-        _mm256_maskload_pd, _mm256_set_epi64x, _mm256_setzero_pd, _mm256_storeu_pd,
-    };
-    use std::ops::Range;
-
-    /// Rows and columns of dst per tile at most.
-    const ROWS: usize = 3;
-    const COLS: usize = 4;
-    /// Elements per vector.
-    const LANES: usize = 4;
-
-    /// One pass: its pairs of runs, whether it is the last, and the sums kept between passes
-    /// (a vector per element of dst, row by row; empty where there is one pass).
-    struct Pass<'k> {
-        runs: Range<usize>,
-        last: bool,
-        kept: &'k mut [f64],
-    }
-
-    /// Every element of dst, tile by tile, pass by pass.
-    ///
-    /// # Safety
-    /// AVX2 and FMA must be available and `plan.check` must have passed for the buffers (see
-    /// `fits`).
-    #[target_feature(enable = "avx2,fma")]
-    pub(super) unsafe fn run(
-        plan: &Dot,
-        blocks: (&[f64], &[f64]),
-        dst: &mut [f64],
-        beta: f64,
-        sums: &mut Vec<f64>,
-    ) {
-        let (m, n) = (plan.near_free.len(), plan.far_free.len());
-        let runs = plan.near_rest.len();
-        let step = plan.pass.max(1);
-        let kept = if step < runs {
-            crate::batched::sized(sums, m * n * LANES)
-        } else {
-            &mut []
-        };
-        let tail = plan.lane % LANES;
-        let on = |i: usize| if i < tail { -1 } else { 0 };
-        let mask = _mm256_set_epi64x(on(3), on(2), on(1), on(0));
-        let mut k0 = 0;
-        while k0 < runs {
-            let k1 = k0.saturating_add(step).min(runs);
-            let mut pass = Pass {
-                runs: k0..k1,
-                last: k1 == runs,
-                kept: &mut *kept,
-            };
-            let mut i0 = 0;
-            while i0 < m {
-                let rows = ROWS.min(m - i0);
-                let mut j0 = 0;
-                while j0 < n {
-                    let cols = COLS.min(n - j0);
-                    let at = (i0, j0);
-                    let p = &mut pass;
-                    // SAFETY: the caller's contract, passed on; the tile's rows and columns
-                    // exist, and `kept` holds a vector per element where there are passes.
-                    unsafe {
-                        match (rows, cols) {
-                            (3, 4) => tile::<3, 4>(plan, blocks, dst, beta, at, mask, p),
-                            (3, 3) => tile::<3, 3>(plan, blocks, dst, beta, at, mask, p),
-                            (3, 2) => tile::<3, 2>(plan, blocks, dst, beta, at, mask, p),
-                            (3, _) => tile::<3, 1>(plan, blocks, dst, beta, at, mask, p),
-                            (2, 4) => tile::<2, 4>(plan, blocks, dst, beta, at, mask, p),
-                            (2, 3) => tile::<2, 3>(plan, blocks, dst, beta, at, mask, p),
-                            (2, 2) => tile::<2, 2>(plan, blocks, dst, beta, at, mask, p),
-                            (2, _) => tile::<2, 1>(plan, blocks, dst, beta, at, mask, p),
-                            (_, 4) => tile::<1, 4>(plan, blocks, dst, beta, at, mask, p),
-                            (_, 3) => tile::<1, 3>(plan, blocks, dst, beta, at, mask, p),
-                            (_, 2) => tile::<1, 2>(plan, blocks, dst, beta, at, mask, p),
-                            _ => tile::<1, 1>(plan, blocks, dst, beta, at, mask, p),
-                        }
-                    }
-                    j0 += cols;
-                }
-                i0 += rows;
-            }
-            k0 = k1;
-        }
-    }
-
-    /// The `R × C` elements of dst from row `i0` and column `j0` over one pass: for every pair
-    /// of its runs, the lane's whole vectors, then its last `lane % 4` elements under `mask`.
-    /// The sums start from the kept ones after the first pass and are kept again before the
-    /// last, so every lane of a sum takes the same products in the same order in any passes.
-    ///
-    /// # Safety
-    /// As [`run`]; rows `i0..i0 + R` and columns `j0..j0 + C` exist.
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn tile<const R: usize, const C: usize>(
-        plan: &Dot,
-        (near, far): (&[f64], &[f64]),
-        dst: &mut [f64],
-        beta: f64,
-        (i0, j0): (usize, usize),
-        mask: __m256i,
-        pass: &mut Pass<'_>,
-    ) {
-        let (lane, n) = (plan.lane, plan.far_free.len());
-        let whole = lane - lane % LANES;
-        let rows: [usize; R] = std::array::from_fn(|r| plan.near_free[i0 + r]);
-        let cols: [usize; C] = std::array::from_fn(|c| plan.far_free[j0 + c]);
-        let kept_at = |r: usize, c: usize| ((i0 + r) * n + j0 + c) * LANES;
-        let mut acc = [[_mm256_setzero_pd(); C]; R];
-        if pass.runs.start > 0 {
-            for (r, row) in acc.iter_mut().enumerate() {
-                for (c, v) in row.iter_mut().enumerate() {
-                    // SAFETY: the slice holds the vector's four elements.
-                    *v = unsafe { _mm256_loadu_pd(pass.kept[kept_at(r, c)..][..LANES].as_ptr()) };
-                }
-            }
-        }
-        let (np, fp) = (near.as_ptr(), far.as_ptr());
-        let runs = plan.near_rest[pass.runs.clone()]
-            .iter()
-            .zip(&plan.far_rest[pass.runs.clone()]);
-        for (&nr, &fr) in runs {
-            // SAFETY: `fits` checked that every run of `lane` elements from a row's (column's)
-            // offset plus a run offset lies inside its block; masked loads read only the
-            // run's last `lane % 4` elements.
-            unsafe {
-                let a: [*const f64; R] = std::array::from_fn(|r| np.add(rows[r] + nr));
-                let b: [*const f64; C] = std::array::from_fn(|c| fp.add(cols[c] + fr));
-                let mut e = 0;
-                while e < whole {
-                    let av: [__m256d; R] = std::array::from_fn(|r| _mm256_loadu_pd(a[r].add(e)));
-                    for c in 0..C {
-                        let bv = _mm256_loadu_pd(b[c].add(e));
-                        for r in 0..R {
-                            acc[r][c] = _mm256_fmadd_pd(av[r], bv, acc[r][c]);
-                        }
-                    }
-                    e += LANES;
-                }
-                if whole < lane {
-                    let av: [__m256d; R] =
-                        std::array::from_fn(|r| _mm256_maskload_pd(a[r].add(e), mask));
-                    for c in 0..C {
-                        let bv = _mm256_maskload_pd(b[c].add(e), mask);
-                        for r in 0..R {
-                            acc[r][c] = _mm256_fmadd_pd(av[r], bv, acc[r][c]);
-                        }
-                    }
-                }
-            }
-        }
-        for (r, row) in acc.iter().enumerate() {
-            for (c, &v) in row.iter().enumerate() {
-                if pass.last {
-                    let s = sum(v);
-                    let d = &mut dst[plan.dst_near[i0 + r] + plan.dst_far[j0 + c]];
-                    *d = if beta == 0.0 { s } else { beta * *d + s };
-                } else {
-                    let to = pass.kept[kept_at(r, c)..][..LANES].as_mut_ptr();
-                    // SAFETY: the slice holds the vector's four elements.
-                    unsafe { _mm256_storeu_pd(to, v) };
-                }
-            }
-        }
-    }
-
-    /// The four lanes of `v` added up.
-    #[target_feature(enable = "avx2,fma")]
-    fn sum(v: __m256d) -> f64 {
-        let pair = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd::<1>(v));
-        _mm_cvtsd_f64(_mm_add_sd(pair, _mm_unpackhi_pd(pair, pair)))
     }
 }
 
@@ -791,21 +573,6 @@ mod tests {
             };
             let mut slow = start.clone();
             plan.scalar(near, far, &mut slow, beta);
-            // The AVX2 kernel too where it can run (on AVX-512 CPUs `execute` takes the other).
-            #[cfg(target_arch = "x86_64")]
-            if avx2_kernel() {
-                let mut two = start.clone();
-                plan.check(near, far, &two).unwrap();
-                // SAFETY: AVX2 and FMA are present and the lengths were checked.
-                unsafe { avx2::run(&plan, (near, far), &mut two, beta, &mut Vec::new()) };
-                for (i, (t, e)) in two.iter().zip(&expect).enumerate() {
-                    let tol = 1e-12 * e.abs().max(1.0);
-                    assert!(
-                        (t - e).abs() <= tol,
-                        "{pattern} AVX2 beta {beta} [{i}]: {t} vs {e}"
-                    );
-                }
-            }
             for (i, ((g, s), e)) in got.iter().zip(&slow).zip(&expect).enumerate() {
                 let tol = 1e-12 * e.abs().max(1.0);
                 assert!(

@@ -154,9 +154,9 @@ const COMPILER_STACK: usize = 256 << 20;
 fn main() -> ExitCode {
     let cli = Cli::parse();
     #[cfg(feature = "mpi")]
-    if mpi_processes().is_some() {
+    if let Some(processes) = mpi_processes() {
         // SAFETY: no other thread has started yet.
-        unsafe { mpi::prepare_process() };
+        unsafe { mpi::prepare_process(processes) };
     }
     let worker = std::thread::Builder::new()
         .stack_size(COMPILER_STACK)

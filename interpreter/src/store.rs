@@ -177,10 +177,11 @@ pub struct BlockKey {
     pub parents: [i32; 6],
 }
 
-/// Odd multipliers, one per word of a key: [`SPREAD`]'s neighbours in the sequence of its
-/// multiples (any odd constants with well-mixed bits would do).
+/// Odd multipliers, one per word of a key: [`SPREAD`], then the 64-bit primes of xxHash and
+/// the multipliers of MurmurHash3's and other 64-bit finalisers (any odd constants with
+/// well-mixed bits would do).
 const WORD_FACTORS: [u64; 6] = [
-    0x9E37_79B9_7F4A_7C15,
+    SPREAD,
     0xC2B2_AE3D_27D4_EB4F,
     0x1656_67B1_9E37_79F9,
     0xD6E8_FEB8_6659_FD93,

@@ -28,8 +28,9 @@
 //!    into one buffer, as many as it holds, so that destination rows are written long and
 //!    whole, and, where the source rows are short as well, the groups along the loop that
 //!    continues them, so that they are read long ([`Gather`]);
-//! 7. where the CPU has AVX-512 and both plane extents are multiples of 8, moves 8×8 blocks in
-//!    registers instead, each line read or written once, whole, with no staging
+//! 7. where both plane extents are multiples of 8, moves 8×8 blocks in registers instead
+//!    (AVX-512, or two AVX registers per row where the CPU lacks it, for the planes where
+//!    those were measured to pay), each line read or written once, whole, with no staging
 //!    ([`in_eights`]); planes of thousands of short source rows (`[1,2,3,0]`), and batches of
 //!    planes larger than L2, in strips of 64 source rows, each strip's rows read once, in a
 //!    run ([`tile`]);
@@ -393,7 +394,7 @@ fn run<S: Store>(dst: &mut [f64], src: &[f64], loops: &Loops, st: S, may_stream:
     // Planes of one tile that need neither staging nor streaming, and planes in 8 × 8 blocks:
     // the planes along the first outer loop go to the kernel in one call.
     let one_tile = !cut.staged && !cut.stream && cut.tiles == (a.n, b.n) && !outer.is_empty();
-    if one_tile || in_eights(a, b, &cut) {
+    if one_tile || in_eights(a, b, &cut, (outer, dst.len())) {
         let (batch, rest) = outer
             .split_first()
             .map_or((Loop::ONCE, outer), |(&batch, rest)| (batch, rest));
@@ -929,23 +930,26 @@ fn cut(a: Loop, b: Loop, streaming: Option<Streaming>) -> Cut {
     }
 }
 
-/// Whether the planes go in 8 × 8 blocks held in AVX-512 registers
-/// ([`tile::transpose_batch`], or [`tile::transpose_batch_streamed`] where the destination
-/// streams) rather than by the [`Cut`]'s tiles: where the CPU has them and both extents are
-/// multiples of 8. Each source and destination line is then read or written once, whole, so
-/// rows that share L1 sets cannot evict each other's lines half used, no staging is needed,
-/// and a streamed destination line leaves as one whole non-temporal store, with no buffer:
-/// 16⁴ and 24⁴ ran 1.2–1.6× faster so where the tiles were staged, narrow or square, and
+/// Whether the planes go in 8 × 8 blocks held in registers ([`tile::transpose_batch`], or
+/// [`tile::transpose_batch_streamed`] where the destination streams) rather than by the
+/// [`Cut`]'s tiles: where both extents are multiples of 8 and the blocks pay on this CPU
+/// ([`tile::eights_pay`]: always in AVX-512 registers, for some planes in AVX ones). Each
+/// source and destination line is then read or written once, whole, so rows that share L1
+/// sets cannot evict each other's lines half used, no staging is needed, and a streamed
+/// destination line leaves as whole non-temporal stores, with no buffer. In AVX-512
+/// registers, 16⁴ and 24⁴ ran 1.2–1.6× faster so where the tiles were staged, narrow or square, and
 /// streamed 32⁴ and 48⁴ 1.1–2× (docs/benchmarks.md, "Permutations: 8 × 8 blocks for every
 /// plane", "... streamed"). Except the narrow and mirror cuts whose tiles are longer than a
 /// tile (32⁴ `[2,0,1,3]`, 48⁴ `[3,0,2,1]`): their long runs keep few pages in use, and the
 /// 8 × 8 blocks, which cross all the plane's rows for each column of blocks, lost 1.05–1.2×
 /// there. Slender planes (`[1,2,3,0]` of a 4-index block: thousands of short source rows, a
 /// few long destination rows) go in 8 × 8 blocks too, walked in strips ([`tile::slender`]).
-fn in_eights(a: Loop, b: Loop, cut: &Cut) -> bool {
+fn in_eights(a: Loop, b: Loop, cut: &Cut, (outer, dst_len): (&[Loop], usize)) -> bool {
     let (across, along) = cut.tiles;
     let long_and_thin = across.min(along) <= NARROW && across.max(along) > TILE;
-    (!long_and_thin || tile::slender(a.n, b.n)) && tile::eight_wide(a.n, b.n)
+    let batch = outer.first().copied().unwrap_or(Loop::ONCE);
+    (!long_and_thin || tile::slender(a.n, b.n))
+        && tile::eights_pay((a.n, b.n, a.ss), batch, cut.stream.then_some(dst_len))
 }
 
 /// Rows per L1 set past which a narrow or mirror cut's short side evicts its own lines, and
@@ -1543,49 +1547,62 @@ mod tests {
 
     /// Planes whose extents are multiples of 8 go in 8 × 8 blocks where the CPU has AVX-512,
     /// whatever their tiles (one tile, staged, narrow, a single plane, streamed), except
-    /// narrow cuts longer than a tile that are not slender; the values are the same either
-    /// way.
+    /// narrow cuts longer than a tile that are not slender; in AVX registers, where the
+    /// destination streams or the batch goes across ([`tile::eights_pay`]). The values are
+    /// the same either way.
     #[test]
     fn eight_wide_planes_go_in_blocks() -> Result<(), KernelError> {
-        let eights = tile::eight_wide(8, 8);
-        let cases: [(&[usize], &[usize], bool); 11] = [
-            // A batch of planes beyond L2 (2.6 MiB), in strips.
-            (&[24, 24, 24, 24], &[3, 2, 1, 0], eights),
+        let lanes = tile::eight_lanes();
+        // (extents, permutation, in blocks of AVX-512 registers, of AVX registers)
+        let cases: [(&[usize], &[usize], bool, bool); 11] = [
+            // A batch of planes beyond L2 (2.6 MiB), in strips; across in AVX registers.
+            (&[24, 24, 24, 24], &[3, 2, 1, 0], true, true),
             // Slender planes, in strips: 4,096 source rows of 16; 1,096 of 16 (the last strip
-            // short); 256 planes of 1,024 rows of 8.
-            (&[16, 16, 16, 16], &[1, 2, 3, 0], eights),
-            (&[16, 8, 137], &[1, 2, 0], eights),
-            (&[8, 32, 32, 4, 2], &[1, 2, 0, 3, 4], eights),
+            // short); 256 planes of 1,024 rows of 8. Cut, in AVX registers.
+            (&[16, 16, 16, 16], &[1, 2, 3, 0], true, false),
+            (&[16, 8, 137], &[1, 2, 0], true, false),
+            (&[8, 32, 32, 4, 2], &[1, 2, 0, 3, 4], true, false),
             // Their mirror keeps the narrow cut.
-            (&[32, 32, 32, 32], &[3, 0, 1, 2], false),
+            (&[32, 32, 32, 32], &[3, 0, 1, 2], false, false),
             // One tile, batch along the destination's rows (`batch.ds == na`).
-            (&[16, 16, 16, 16], &[2, 1, 0, 3], eights),
+            (&[16, 16, 16, 16], &[2, 1, 0, 3], true, true),
             // The reversal.
-            (&[16, 16, 16, 16], &[3, 2, 1, 0], eights),
-            // Staged tiles of a long plane.
-            (&[16, 16, 16, 16], &[2, 3, 1, 0], eights),
+            (&[16, 16, 16, 16], &[3, 2, 1, 0], true, true),
+            // Staged tiles of a long plane (256 × 16, batch along its rows).
+            (&[16, 16, 16, 16], &[2, 3, 1, 0], true, true),
             // A narrow cut one tile long.
-            (&[24, 24, 24, 24], &[3, 1, 0, 2], eights),
+            (&[24, 24, 24, 24], &[3, 1, 0, 2], true, true),
             // A single plane (no outer loop).
-            (&[16, 16, 16, 16], &[2, 3, 0, 1], eights),
+            (&[16, 16, 16, 16], &[2, 3, 0, 1], true, false),
             // Extents not multiples of 8.
-            (&[12, 12, 12, 12], &[3, 2, 1, 0], false),
+            (&[12, 12, 12, 12], &[3, 2, 1, 0], false, false),
         ];
-        for (i, (ext, perm, blocks)) in cases.into_iter().enumerate() {
-            let (a, b) = plane(ext, perm)?;
+        let expected = |wide: bool, avx: bool| match lanes {
+            Some(tile::EightLanes::Avx512) => wide,
+            Some(tile::EightLanes::Avx) => avx,
+            None => false,
+        };
+        for (i, (ext, perm, wide, avx)) in cases.into_iter().enumerate() {
+            let (a, b, outer) = plane_in(ext, perm)?;
+            let len = ext.iter().product();
             assert_eq!(
-                in_eights(a, b, &cut(a, b, None)),
-                blocks,
+                in_eights(a, b, &cut(a, b, None), (&outer, len)),
+                expected(wide, avx),
                 "{ext:?} {perm:?}"
             );
             check_one(ext, perm, 3000 + 10 * i as u64)?;
         }
-        // A streamed destination too, its lines stored whole past the caches.
-        let (a, b) = plane(&[32, 32, 32, 32], &[3, 2, 1, 0])?;
-        assert_eq!(
-            in_eights(a, b, &cut(a, b, Some(Streaming::LONG_ROWS))),
-            eights
-        );
+        // A streamed destination too, its lines stored whole past the caches; in AVX
+        // registers, where source and destination come from memory (48⁴, not 32⁴).
+        for (n, avx) in [(32, false), (48, true)] {
+            let (a, b, outer) = plane_in(&[n; 4], &[3, 2, 1, 0])?;
+            let streamed = cut(a, b, Some(Streaming::LONG_ROWS));
+            assert_eq!(
+                in_eights(a, b, &streamed, (&outer, n.pow(4))),
+                expected(true, avx),
+                "{n}^4"
+            );
+        }
         Ok(())
     }
 

@@ -5,8 +5,9 @@
 //! transposed in registers and written as four 32-byte destination rows: one vector load and
 //! one vector store per four elements instead of a scalar load and store per element, which
 //! is what kept the scalar transpose at a fraction of a copy's rate. Batches of tiles whose
-//! sides are multiples of 8 take 8×8 blocks in AVX-512 registers where the CPU has them
-//! ([`transpose_batch`]). Other targets and CPUs
+//! sides are multiples of 8 take 8×8 blocks, in AVX-512 registers where the CPU has them and
+//! in pairs of AVX registers where it does not ([`eights`], [`transpose_batch`]). Other
+//! targets and CPUs
 //! without AVX take the scalar loop ([`by_rows`]). Both give bit-identical results: the
 //! accumulate form multiplies and then adds (no fused multiply-add), like the scalar
 //! `*d += alpha * s`. (Tiles whose short destination rows crowd into a few cache sets took
@@ -14,6 +15,9 @@
 //! vector kernel is 1.2–2.3x faster there: docs/benchmarks.md.)
 
 use super::{Loop, Store};
+
+#[cfg(target_arch = "x86_64")]
+mod eights;
 
 /// An `na × nb` tile: element `(i, k)` (`i < na` along the destination's fastest dimension,
 /// `k < nb` along the source's) is read at `s0 + i * src_row + k` and written at
@@ -91,23 +95,92 @@ pub(super) fn transpose<S: Store>(dst: &mut [f64], src: &[f64], tile: Tile, st: 
     self::by_rows(dst, src, tile, st);
 }
 
-/// Whether a batch of `na × nb` tiles goes through 8 × 8 blocks in AVX-512 registers on this
-/// CPU ([`avx512`]): each source and destination line of such a block is read or written once,
-/// whole, so the lines of the batch's tiles, which often share L1 sets, cannot evict each
-/// other half used. Which planes take it is `permute::in_eights`'s choice.
+/// Whether a batch of `na × nb` tiles goes through 8 × 8 blocks on this CPU ([`eights`]): each
+/// source and destination line of such a block is read or written once, whole, so the lines
+/// of the batch's tiles, which often share L1 sets, cannot evict each other half used. Which
+/// planes take it is `permute::in_eights`'s choice.
 pub(super) fn eight_wide(na: usize, nb: usize) -> bool {
+    na.is_multiple_of(8) && nb.is_multiple_of(8) && eight_lanes().is_some()
+}
+
+/// Whether a batch of `na × nb` tiles whose source rows lie `src_row` apart goes in 8 × 8
+/// blocks ([`eight_wide`]) rather than by 4 × 4 blocks and the cut of `permute::cut`;
+/// `streamed`: the length of the destination where its lines bypass the caches. In AVX-512
+/// registers, always. In AVX registers, as measured on a Zen 3 core (docs/benchmarks.md,
+/// "Permutations in 8 × 8 blocks of AVX registers"):
+/// - where the destination streams (a whole line leaves as two stores, one after the
+///   other): 48⁴ 1.1–1.9× as fast, 32⁴ up to 1.6×; except square tiles side by side in a
+///   destination that, with its source, fits in L3 ([`FROM_MEMORY`]): 32⁴ `[2,1,0,3]` and
+///   `[3,1,0,2]` lost 1.5× with the blocks in L3;
+/// - where the batch's tiles follow each other in the destination and the walk across them
+///   pays: the 16⁴ and 24⁴ reversals 1.7–1.9×;
+/// - not for slender planes, unless their batch's tiles follow each other in the destination:
+///   32⁴ `[1,2,0,3]` lost 1.45×, while 32⁴ and 48⁴ `[2,3,1,0]` gained 1.4–1.5×;
+/// - not across tiles whose source is one run: 24⁴ `[1,3,0,2]` lost 1.3×;
+/// - nor for other planes, whose cut moves them as fast or faster: 24⁴ `[3,0,2,1]` and
+///   `[2,3,0,1]` lost 1.2–1.9× in one batch.
+pub(super) fn eights_pay(
+    (na, nb, src_row): (usize, usize, usize),
+    batch: Loop,
+    streamed: Option<usize>,
+) -> bool {
+    if !eight_wide(na, nb) {
+        return false;
+    }
+    match eight_lanes() {
+        Some(EightLanes::Avx512) => true,
+        Some(EightLanes::Avx) => {
+            let along = batch.n > 1 && batch.ds == na;
+            let pays = match streamed {
+                Some(len) => !(along && nb <= STRIP && len <= FROM_MEMORY),
+                None => along && src_row != nb,
+            };
+            pays && (along || !slender(na, nb))
+        }
+        None => false,
+    }
+}
+
+/// Destinations of more elements than this (16 MiB) come, with their sources, from memory
+/// rather than from a 32 MiB L3.
+const FROM_MEMORY: usize = 2 << 20;
+
+/// The registers an 8 × 8 block moves through on this CPU: AVX-512 where it has them, else
+/// AVX, else none (the 4 × 4 and scalar paths).
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+pub(super) enum EightLanes {
+    Avx512,
+    Avx,
+}
+
+impl EightLanes {
+    /// How a batch of tiles is walked in these registers ([`eights::walk`]).
+    #[cfg(target_arch = "x86_64")]
+    fn walk(self, t: &Tile, batch: Loop, in_l2: bool, streamed: bool) -> eights::Walk {
+        match self {
+            EightLanes::Avx512 => eights::walk::<eights::Avx512>(t, batch, in_l2, streamed),
+            EightLanes::Avx => eights::walk::<eights::Avx>(t, batch, in_l2, streamed),
+        }
+    }
+}
+
+pub(super) fn eight_lanes() -> Option<EightLanes> {
     #[cfg(target_arch = "x86_64")]
     {
-        static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-        na.is_multiple_of(8)
-            && nb.is_multiple_of(8)
-            && *ON.get_or_init(|| std::arch::is_x86_feature_detected!("avx512f"))
+        static LANES: std::sync::OnceLock<Option<EightLanes>> = std::sync::OnceLock::new();
+        *LANES.get_or_init(|| {
+            if std::arch::is_x86_feature_detected!("avx512f") {
+                Some(EightLanes::Avx512)
+            } else if std::arch::is_x86_feature_detected!("avx") {
+                Some(EightLanes::Avx)
+            } else {
+                None
+            }
+        })
     }
     #[cfg(not(target_arch = "x86_64"))]
-    {
-        let _ = (na, nb);
-        false
-    }
+    None
 }
 
 /// Whether an `na × nb` plane is slender: many source rows ([`MANY`] or more), each at most
@@ -172,20 +245,34 @@ pub(super) fn transpose_batch<S: Store>(
     if std::arch::is_x86_feature_detected!("avx") && tile.batch_inside(batch, dst.len(), src.len())
     {
         let (d, s) = (dst.as_mut_ptr(), src.as_ptr());
-        // SAFETY: AVX (and AVX-512F where `eight_wide`) is present, every tile of the batch
-        // lies inside the buffers (above), and `dst` and `src` are distinct borrows.
+        let lanes =
+            eight_lanes().filter(|_| eights_pay((tile.na, tile.nb, tile.src_row), batch, None));
+        // SAFETY: AVX (and AVX-512F where `lanes` says so) is present, every tile of the
+        // batch lies inside the buffers (above), and `dst` and `src` are distinct borrows.
         unsafe {
-            let walk = (batch, ahead, in_l2(dst));
-            match (st.alpha(), eight_wide(tile.na, tile.nb)) {
-                (None, true) => avx512::transpose_batch::<false, false>(d, s, tile, walk, 0.0),
-                (Some(a), true) => avx512::transpose_batch::<true, false>(d, s, tile, walk, a),
-                (None, false) => avx::transpose_batch::<false>(d, s, tile, batch, 0.0),
-                (Some(a), false) => avx::transpose_batch::<true>(d, s, tile, batch, a),
+            let (add, a) = (st.alpha().is_some(), st.alpha().unwrap_or(0.0));
+            let walked = lanes.map(|l| (l, l.walk(&tile, batch, in_l2(dst), false)));
+            let batch = (batch, ahead);
+            match (walked, add) {
+                (Some((EightLanes::Avx512, walk)), false) => {
+                    eights::transpose_batch_avx512::<false, false>(d, s, tile, batch, walk, a)
+                }
+                (Some((EightLanes::Avx512, walk)), true) => {
+                    eights::transpose_batch_avx512::<true, false>(d, s, tile, batch, walk, a)
+                }
+                (Some((EightLanes::Avx, walk)), false) => {
+                    eights::transpose_batch_avx::<false, false>(d, s, tile, batch, walk, a)
+                }
+                (Some((EightLanes::Avx, walk)), true) => {
+                    eights::transpose_batch_avx::<true, false>(d, s, tile, batch, walk, a)
+                }
+                (None, false) => avx::transpose_batch::<false>(d, s, tile, batch.0, a),
+                (None, true) => avx::transpose_batch::<true>(d, s, tile, batch.0, a),
             }
         }
         return;
     }
-    // Only the AVX-512 kernel fetches ahead.
+    // Only the 8 × 8 kernels fetch ahead.
     let _ = ahead;
     for r in 0..batch.n {
         transpose(dst, src, tile.along(batch, r), st);
@@ -217,7 +304,7 @@ const SET_PERIOD: usize = 512;
 /// Whether rows `row` elements apart all fall into one L1 set (and so whether a step of `row`
 /// elements stays in its set): the 8 rows an 8 × 8 block reads or writes then share one set,
 /// and the misses one set can have in flight (its ways) bound the kernel unless consecutive
-/// blocks use other sets ([`transpose_runs`], and the AVX-512 kernel's order for tiles whose
+/// blocks use other sets ([`transpose_runs`], and the 8 × 8 kernel's order for tiles whose
 /// source rows share a set).
 pub(super) fn one_set(row: usize) -> bool {
     row.is_multiple_of(SET_PERIOD)
@@ -245,19 +332,30 @@ pub(super) fn transpose_runs<S: Store>(
         // Offsets grow with `p` and `q`: the first and the last block inside means all are.
         let inside = tile.inside(dst.len(), src.len()) && corner.inside(dst.len(), src.len());
         if (tile.na, tile.nb, along_dst.ds, along_src.ss) == (8, 8, 8, 8)
-            && eight_wide(tile.na, tile.nb)
             && inside
             && buf.len() >= 64 * along_dst.n * along_src.n
+            && let Some(lanes) = eight_lanes()
         {
             let (d, s) = (dst.as_mut_ptr(), src.as_ptr());
             let runs = (along_dst, along_src);
-            // SAFETY: AVX-512F is present (`eight_wide`), every block lies inside the
+            // SAFETY: the CPU has `lanes`, every block lies inside the
             // buffers and `buf` holds the staged rows (above); `dst`, `src` and `buf` are
             // distinct borrows.
             unsafe {
-                match st.alpha() {
-                    None => avx512::transpose_runs::<false>(d, s, tile, runs, buf, 0.0),
-                    Some(a) => avx512::transpose_runs::<true>(d, s, tile, runs, buf, a),
+                let a = st.alpha().unwrap_or(0.0);
+                match (lanes, st.alpha().is_some()) {
+                    (EightLanes::Avx512, false) => {
+                        eights::transpose_runs_avx512::<false>(d, s, tile, runs, buf, a)
+                    }
+                    (EightLanes::Avx512, true) => {
+                        eights::transpose_runs_avx512::<true>(d, s, tile, runs, buf, a)
+                    }
+                    (EightLanes::Avx, false) => {
+                        eights::transpose_runs_avx::<false>(d, s, tile, runs, buf, a)
+                    }
+                    (EightLanes::Avx, true) => {
+                        eights::transpose_runs_avx::<true>(d, s, tile, runs, buf, a)
+                    }
                 }
             }
             return;
@@ -289,19 +387,35 @@ pub(super) fn transpose_batch_streamed(
             && lines(tile.d0)
             && lines(tile.dst_row)
             && (batch.n == 1 || lines(batch.ds));
-        if aligned && eight_wide(tile.na, tile.nb) && tile.batch_inside(batch, dst.len(), src.len())
+        if aligned
+            && eights_pay((tile.na, tile.nb, tile.src_row), batch, Some(dst.len()))
+            && tile.batch_inside(batch, dst.len(), src.len())
+            && let Some(lanes) = eight_lanes()
         {
-            // SAFETY: AVX-512F is present (`eight_wide`), every tile of the batch lies inside
-            // the buffers, every destination line starts on a cache line (above), and `dst`
-            // and `src` are distinct borrows.
+            let (d, s) = (dst.as_mut_ptr(), src.as_ptr());
+            let walk = lanes.walk(&tile, batch, in_l2(dst), true);
+            // SAFETY: the CPU has `lanes`, every tile of the batch lies inside the buffers,
+            // every destination line starts on a cache line (above), and `dst` and `src` are
+            // distinct borrows.
             unsafe {
-                avx512::transpose_batch::<false, true>(
-                    dst.as_mut_ptr(),
-                    src.as_ptr(),
-                    tile,
-                    (batch, ahead, in_l2(dst)),
-                    0.0,
-                )
+                match lanes {
+                    EightLanes::Avx512 => eights::transpose_batch_avx512::<false, true>(
+                        d,
+                        s,
+                        tile,
+                        (batch, ahead),
+                        walk,
+                        0.0,
+                    ),
+                    EightLanes::Avx => eights::transpose_batch_avx::<false, true>(
+                        d,
+                        s,
+                        tile,
+                        (batch, ahead),
+                        walk,
+                        0.0,
+                    ),
+                }
             };
             return;
         }
@@ -425,302 +539,6 @@ pub(super) fn fence() {
     unsafe {
         std::arch::x86_64::_mm_sfence()
     };
-}
-
-#[cfg(target_arch = "x86_64")]
-mod avx512 {
-    use super::{Ahead, Loop, Tile};
-    use crate::packed::x86::transpose_registers;
-    use std::arch::x86_64::{
-        __m512d, _MM_HINT_T1, _mm_prefetch, _mm512_add_pd, _mm512_loadu_pd, _mm512_mul_pd,
-        _mm512_set1_pd, _mm512_storeu_pd, _mm512_stream_pd,
-    };
-
-    /// The tile in 8 × 8 blocks; `na` and `nb` are multiples of 8.
-    ///
-    /// # Safety
-    /// AVX-512F must be available and every element of `t` in bounds of `dst` and `src`.
-    #[target_feature(enable = "avx512f")]
-    pub(super) unsafe fn transpose<const ADD: bool, const NT: bool>(
-        dst: *mut f64,
-        src: *const f64,
-        t: Tile,
-        alpha: f64,
-        ahead: Ahead,
-    ) {
-        let a = _mm512_set1_pd(alpha);
-        if super::slender(t.na, t.nb) {
-            // SAFETY: the caller's contract, passed on.
-            return unsafe { strips::<ADD, NT>(dst, src, (t, Loop::ONCE), a, ahead) };
-        }
-        let squares = super::one_set(t.src_row) || super::many_pages(&t);
-        if squares && t.na >= 8 * SIDE_BY_SIDE && t.nb >= 8 * SIDE_BY_SIDE {
-            // SAFETY: the caller's contract, passed on.
-            return unsafe { crowded::<ADD, NT>(dst, src, t, a, ahead) };
-        }
-        for k in (0..t.nb).step_by(8) {
-            for i in (0..t.na).step_by(8) {
-                // SAFETY: rows `k..k + 8 <= nb` and columns `i..i + 8 <= na` of the tile,
-                // which the caller checked.
-                unsafe {
-                    let d = dst.add(t.d0 + k * t.dst_row + i);
-                    let s = src.add(t.s0 + i * t.src_row + k);
-                    block::<ADD, NT>(d, t.dst_row, (s, t.src_row, ahead), a);
-                }
-            }
-        }
-    }
-
-    /// The `batch.n` tiles of a batch (one for a slender tile, [`super::slender`]) in strips
-    /// of [`super::STRIP`] source rows: in each strip, tile after tile, a row of blocks (8
-    /// destination rows) across the strip at a time, so that the strip's source rows are read
-    /// once, each in a run, and each destination row is written a run of the strip's length.
-    ///
-    /// # Safety
-    /// As [`transpose`], for every tile of the batch.
-    #[target_feature(enable = "avx512f")]
-    unsafe fn strips<const ADD: bool, const NT: bool>(
-        dst: *mut f64,
-        src: *const f64,
-        (t, batch): (Tile, Loop),
-        a: __m512d,
-        ahead: Ahead,
-    ) {
-        for i0 in (0..t.na).step_by(super::STRIP) {
-            let i_end = t.na.min(i0 + super::STRIP);
-            for r in 0..batch.n {
-                let t = t.along(batch, r);
-                for k in (0..t.nb).step_by(8) {
-                    for i in (i0..i_end).step_by(8) {
-                        // SAFETY: rows `k..k + 8 <= nb` and columns `i..i + 8 <= na` of tile
-                        // `r`, which the caller checked.
-                        unsafe {
-                            let d = dst.add(t.d0 + k * t.dst_row + i);
-                            let s = src.add(t.s0 + i * t.src_row + k);
-                            block::<ADD, NT>(d, t.dst_row, (s, t.src_row, ahead), a);
-                        }
-                    }
-                }
-            }
-        }
-    }
-
-    /// Blocks per side of the squares [`crowded`] walks (128 elements): the pages a square
-    /// touches stay few enough for the TLB (a 2048² transpose walked a column of blocks at a
-    /// time, 2048 rows of 4 pages each, ran at a third of memcpy).
-    const SQUARE: usize = 16;
-    /// Columns of blocks [`crowded`] takes side by side.
-    const SIDE_BY_SIDE: usize = 4;
-
-    /// [`transpose`] of a tile whose source rows share one L1 set (row strides of 4 KiB
-    /// multiples: 512², 2048², the 8⁶ `[3,4,5,0,1,2]`, `[3,0,2,1]` of 32⁴ and 48⁴), in squares
-    /// of [`SQUARE`] blocks, and in each square [`SIDE_BY_SIDE`] columns of blocks at a time,
-    /// row by row: the blocks taken one after the other then read four consecutive lines of
-    /// each source row, in four sets, where a single column of blocks read one set, whose few
-    /// ways bounded the misses in flight. 48⁴ `[3,0,2,1]` ran 2.3× and 2048² 3.1× as fast so,
-    /// and a 512² transpose at 0.50 of memcpy instead of 0.42, against 0.92 for 520²
-    /// (docs/benchmarks.md, "Permutations: rows that share an L1 set"). Blocks taken
-    /// diagonally did better where the blocks were in L3 and worse where they were in memory.
-    /// Each square's blocks fetch the source lines of the square below into L2 ([`Ahead`]);
-    /// the last square of a column passes on the caller's `ahead` (docs/benchmarks.md,
-    /// "Permutations: the next square fetched ahead"). Tiles of thousands of source rows a
-    /// page apart in any sets take the squares too ([`super::many_pages`]): a column of
-    /// blocks down them touches more pages than the TLB holds.
-    ///
-    /// # Safety
-    /// As [`transpose`].
-    #[target_feature(enable = "avx512f")]
-    unsafe fn crowded<const ADD: bool, const NT: bool>(
-        dst: *mut f64,
-        src: *const f64,
-        t: Tile,
-        a: __m512d,
-        ahead: Ahead,
-    ) {
-        let (na, nb) = (t.na / 8, t.nb / 8);
-        for k0 in (0..nb).step_by(SQUARE) {
-            let k_end = nb.min(k0 + SQUARE);
-            for i0 in (0..na).step_by(SQUARE) {
-                let i_end = na.min(i0 + SQUARE);
-                // The next square down the column is the next to be read: its source lines
-                // are fetched while this one moves (2048² 1.4–1.5× as fast so).
-                let ahead = if i_end < na {
-                    Ahead(8 * SQUARE * t.src_row)
-                } else {
-                    ahead
-                };
-                for k1 in (k0..k_end).step_by(SIDE_BY_SIDE) {
-                    let k_last = k_end.min(k1 + SIDE_BY_SIDE);
-                    for ib in i0..i_end {
-                        for kb in k1..k_last {
-                            let (i, k) = (ib * 8, kb * 8);
-                            // SAFETY: rows `k..k + 8 <= nb` and columns `i..i + 8 <= na` of
-                            // the tile, which the caller checked.
-                            unsafe {
-                                let d = dst.add(t.d0 + k * t.dst_row + i);
-                                let s = src.add(t.s0 + i * t.src_row + k);
-                                block::<ADD, NT>(d, t.dst_row, (s, t.src_row, ahead), a);
-                            }
-                        }
-                    }
-                }
-            }
-        }
-    }
-
-    /// [`super::transpose_runs`] with 8 × 8 blocks.
-    ///
-    /// # Safety
-    /// AVX-512F must be available, every block in bounds of `dst` and `src`, and `buf` at
-    /// least `64 · along_dst.n · along_src.n` elements long.
-    #[target_feature(enable = "avx512f")]
-    pub(super) unsafe fn transpose_runs<const ADD: bool>(
-        dst: *mut f64,
-        src: *const f64,
-        t: Tile,
-        (along_dst, along_src): (Loop, Loop),
-        buf: &mut [f64],
-        alpha: f64,
-    ) {
-        let run = 8 * along_dst.n;
-        let staged = buf.as_mut_ptr();
-        let unused = _mm512_set1_pd(0.0);
-        // Source rows are read on, a line per step of `along_src`, before the next step of
-        // `along_dst`.
-        for p in 0..along_dst.n {
-            for q in 0..along_src.n {
-                let s = t.along(along_dst, p).along(along_src, q).s0;
-                // SAFETY: block `(p, q)` is in bounds of `src` (the caller's contract), and
-                // rows `8q..8q + 8`, columns `8p..8p + 8` of the staged rows in `buf`.
-                unsafe {
-                    let b = staged.add(8 * q * run + 8 * p);
-                    block::<false, false>(b, run, (src.add(s), t.src_row, Ahead(0)), unused);
-                }
-            }
-        }
-        let a = _mm512_set1_pd(alpha);
-        for q in 0..along_src.n {
-            for k in 0..8 {
-                // SAFETY: the run is the destination rows `k` of the blocks `(·, q)`, in bounds
-                // (the caller's contract), and row `8q + k` of the staged rows.
-                unsafe {
-                    let d = dst.add(t.d0 + q * along_src.ds + k * t.dst_row);
-                    let s = staged.add((8 * q + k) * run);
-                    for j in (0..run).step_by(8) {
-                        put::<ADD, false>(d.add(j), _mm512_loadu_pd(s.add(j)), a);
-                    }
-                }
-            }
-        }
-    }
-
-    /// [`super::transpose_batch`] with 8 × 8 blocks.
-    ///
-    /// Where the batch's tiles follow each other in the destination (`batch.ds == t.na`: the
-    /// 16⁴ and 24⁴ reversals, `[2,1,0,3]`, `[2,1,3,0]`, `[1,3,2,0]`), each block position is
-    /// taken in every tile before the next position, not each tile whole in turn. Whole tiles
-    /// in turn load each block where the block before it stored, modulo 4 KiB, when source
-    /// and destination sit at the same offset in their pages (as the allocator puts large
-    /// blocks): 16⁴ `[2,1,0,3]` ran 2.3× slower so than with the destination 512 bytes
-    /// further, and as fast across the tiles (docs/benchmarks.md, "Permutations: 8 × 8 blocks
-    /// for every plane"). Elsewhere (`[1,0,2,3]`, `[2,0,3,1]`) going across lost 1.1–1.5×.
-    /// That holds where the block fits in L2 (`in_l2`, 16⁴); a larger block's batch goes in
-    /// [`strips`] of source rows, tile after tile in each strip: the 32⁴ and 48⁴ reversals ran
-    /// 1.4–1.6× as fast so, `[3,2,0,1]` of 48⁴ 2.4×, and `[3,1,2,0]` of 24⁴ 1.5× (1.7× from
-    /// memory), where across the tiles each pass over a block position read a line of every
-    /// tile's rows from L3 or memory for one 8-element column of each (docs/benchmarks.md,
-    /// "Permutations: slender planes and batches beyond L2 in strips").
-    ///
-    /// # Safety
-    /// AVX-512F must be available and every tile of the batch in bounds of `dst` and `src`.
-    #[target_feature(enable = "avx512f")]
-    pub(super) unsafe fn transpose_batch<const ADD: bool, const NT: bool>(
-        dst: *mut f64,
-        src: *const f64,
-        t: Tile,
-        (batch, ahead, in_l2): (Loop, Ahead, bool),
-        alpha: f64,
-    ) {
-        if batch.ds != t.na {
-            for r in 0..batch.n {
-                // SAFETY: the caller's contract, for each tile.
-                unsafe { transpose::<ADD, NT>(dst, src, t.along(batch, r), alpha, ahead) };
-            }
-            return;
-        }
-        let a = _mm512_set1_pd(alpha);
-        // Tiles one block wide (8⁶) are walked in the same order either way, and faster by
-        // the loop across.
-        if !in_l2 && t.na > 8 {
-            // SAFETY: the caller's contract, passed on.
-            return unsafe { strips::<ADD, NT>(dst, src, (t, batch), a, ahead) };
-        }
-        for k in (0..t.nb).step_by(8) {
-            for i in (0..t.na).step_by(8) {
-                for r in 0..batch.n {
-                    let t = t.along(batch, r);
-                    // SAFETY: rows `k..k + 8 <= nb` and columns `i..i + 8 <= na` of tile `r`,
-                    // which the caller checked.
-                    unsafe {
-                        let d = dst.add(t.d0 + k * t.dst_row + i);
-                        let s = src.add(t.s0 + i * t.src_row + k);
-                        block::<ADD, NT>(d, t.dst_row, (s, t.src_row, ahead), a);
-                    }
-                }
-            }
-        }
-    }
-
-    /// One 8 × 8 block: source rows `s + i·ss` (8 elements each) become destination rows
-    /// `d + j·ds`, transposed in registers (`packed::x86::transpose_registers`); an
-    /// accumulate multiplies, then adds, as the scalar path does. The same rows `ahead`
-    /// further are fetched into L2.
-    ///
-    /// # Safety
-    /// AVX-512F must be available and the 8 source and 8 destination rows in bounds.
-    #[target_feature(enable = "avx512f")]
-    #[inline]
-    unsafe fn block<const ADD: bool, const NT: bool>(
-        d: *mut f64,
-        ds: usize,
-        (s, ss, ahead): (*const f64, usize, Ahead),
-        a: __m512d,
-    ) {
-        if ahead.0 != 0 {
-            for i in 0..8 {
-                // A hint, which neither reads nor faults: the wrapping address may lie past
-                // the source (the last batch's next).
-                _mm_prefetch::<_MM_HINT_T1>(s.wrapping_add(i * ss + ahead.0).cast());
-            }
-        }
-        // SAFETY: the caller's contract.
-        let r: [__m512d; 8] = std::array::from_fn(|i| unsafe { _mm512_loadu_pd(s.add(i * ss)) });
-        let columns = transpose_registers(r);
-        for (j, c) in columns.into_iter().enumerate() {
-            // SAFETY: the caller's contract.
-            unsafe { put::<ADD, NT>(d.add(j * ds), c, a) };
-        }
-    }
-
-    /// Writes one destination line of 8 elements: an accumulate multiplies by `a`, then adds,
-    /// as the scalar path does; a streamed copy bypasses the caches.
-    ///
-    /// # Safety
-    /// AVX-512F must be available and the 8 elements at `p` in bounds.
-    #[target_feature(enable = "avx512f")]
-    #[inline]
-    unsafe fn put<const ADD: bool, const NT: bool>(p: *mut f64, c: __m512d, a: __m512d) {
-        // SAFETY: the caller's contract.
-        unsafe {
-            if ADD {
-                _mm512_storeu_pd(p, _mm512_add_pd(_mm512_loadu_pd(p), _mm512_mul_pd(a, c)));
-            } else if NT {
-                _mm512_stream_pd(p, c);
-            } else {
-                _mm512_storeu_pd(p, c);
-            }
-        }
-    }
 }
 
 #[cfg(target_arch = "x86_64")]

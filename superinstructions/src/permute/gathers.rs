@@ -1,4 +1,4 @@
-//! Planes whose sides are not both multiples of 8, moved by AVX-512 gathers.
+//! Planes whose sides are not both multiples of 8, moved by AVX-512 gathers (on Intel CPUs).
 //!
 //! The 4 × 4 register transposes of [`super::tile`] cover a side that is not a multiple of 4
 //! with a block overlapping the last whole one, and a side under 4 element by element: a
@@ -19,8 +19,8 @@
 use super::tile::Tile;
 use super::{Loop, Store, for_each_offset, reach};
 
-/// Whether gathers may be used: on CPUs with AVX-512 where `SIAL_NO_GATHERS` is unset.
-pub(super) fn available() -> bool {
+/// Whether the CPU has AVX-512 gathers and `SIAL_NO_GATHERS` is unset.
+pub(super) fn present() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
@@ -33,6 +33,14 @@ pub(super) fn available() -> bool {
     {
         false
     }
+}
+
+/// Whether planes may go by gathers: where they are [`present`], on Intel CPUs. AMD's are far
+/// slower: on a Zen 5 the permutations of 31⁴ that took them ran 3–7× slower than without,
+/// and water's blocks up to 2× (docs/benchmarks.md, "Permutations: gathers on AMD only for the
+/// smallest blocks").
+pub(super) fn available() -> bool {
+    present() && super::intel()
 }
 
 /// Whether the planes of `a` (the destination's unit-stride loop) and `b` (the source's) go

@@ -1,4 +1,5 @@
 //! Small blocks moved whole by AVX-512 gathers through a table of source offsets.
+//! (On AMD's CPUs, whose gathers are slow, only the smallest: [`MAX_ELEMENTS_SLOW_GATHERS`].)
 //!
 //! A block of a small-segment job (ACES4's test job: `[9,5,9,5]`, 2,025 elements; water's
 //! `[19,5,19,5]`) is a few hundred vectors, cut by the other paths into dozens of planes of
@@ -20,6 +21,11 @@ use std::cell::RefCell;
 /// destination's outermost, and from memory, and no contraction gained.
 const MAX_ELEMENTS: usize = 12 * 1024;
 
+/// Where gathers are slow (AMD's), blocks up to this many elements only: on a Zen 5 the test
+/// job's `[9,5,9,5]` (2,025 elements) still ran 1.3–1.5× as fast by table, water's
+/// `[19,5,19,5]` (9,025) up to 2× slower.
+const MAX_ELEMENTS_SLOW_GATHERS: usize = 4 * 1024;
+
 /// Destination rows from this length on keep the other paths, which then move whole vectors
 /// with little bookkeeping per row: water's `[1,2,0,3]` (rows of 95) ran 0.88× as fast by
 /// table, and the test job's `[0,1,3,2]` (runs of 45, contiguous in the source) 0.7×.
@@ -29,13 +35,19 @@ const LONG_ROW: usize = 32;
 const KEPT: usize = 32;
 
 /// Whether the nest `l` (of `size` elements) goes by table: a small block with destination
-/// rows shorter than [`LONG_ROW`], on a CPU with AVX-512 where gathers are on, unless its
-/// planes' sides are both multiples of 8 (those move as whole 8 × 8 blocks in registers).
+/// rows shorter than [`LONG_ROW`], where gathers are on (`gathers::present`; on CPUs other than
+/// Intel's only up to [`MAX_ELEMENTS_SLOW_GATHERS`]), unless its planes' sides are both
+/// multiples of 8 (those move as whole 8 × 8 blocks in registers).
 pub(super) fn pays(l: &[Loop], size: usize) -> bool {
     let Some(&a) = l.first() else {
         return false;
     };
-    if size > MAX_ELEMENTS || a.n >= LONG_ROW || !super::gathers::available() {
+    let most = if super::intel() {
+        MAX_ELEMENTS
+    } else {
+        MAX_ELEMENTS_SLOW_GATHERS
+    };
+    if size > most || a.n >= LONG_ROW || !super::gathers::present() {
         return false;
     }
     match l.iter().find(|lp| lp.ss == 1) {
@@ -235,7 +247,7 @@ mod tests {
             let loops = plan(dst.len(), &dst, src.len(), &src, perm)?;
             Ok(pays(loops.as_slice(), loops.size))
         };
-        let on = super::super::gathers::available();
+        let on = super::super::gathers::present();
         assert_eq!(goes(&TEST_T2, &[1, 0, 2, 3])?, on, "rows of 5");
         assert_eq!(goes(&TEST_T2, &[0, 2, 1, 3])?, on, "runs of 9");
         assert!(!goes(&TEST_T2, &[0, 1, 3, 2])?, "runs of 45");

@@ -846,15 +846,19 @@ impl Streaming {
     }
 }
 
-/// Whether this CPU is an Intel one (its CPUID vendor string).
+/// Whether this CPU is an Intel one (its CPUID vendor string, read once: in a VM each
+/// `cpuid` exits to the hypervisor).
 fn intel() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        let id = std::arch::x86_64::__cpuid(0);
-        [id.ebx, id.edx, id.ecx]
-            .iter()
-            .flat_map(|r| r.to_le_bytes())
-            .eq(*b"GenuineIntel")
+        static INTEL: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        *INTEL.get_or_init(|| {
+            let id = std::arch::x86_64::__cpuid(0);
+            [id.ebx, id.edx, id.ecx]
+                .iter()
+                .flat_map(|r| r.to_le_bytes())
+                .eq(*b"GenuineIntel")
+        })
     }
     #[cfg(not(target_arch = "x86_64"))]
     {

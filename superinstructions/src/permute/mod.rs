@@ -354,7 +354,7 @@ fn run<S: Store>(dst: &mut [f64], src: &[f64], loops: &Loops, st: S, may_stream:
                     Some((next, far, inner)) => for_each_offset(inner, |doff, soff| {
                         runs_in_strips(dst, src, n, (doff, soff), (next, far));
                     }),
-                    None => match chunk_of(n, walk) {
+                    None => match chunk_of(n, walk).filter(|_| chunks_pay(dst.len())) {
                         Some(len) => runs_in_chunks(dst, src, n, walk, len),
                         None => {
                             let (next, others) = (walk[0], &walk[1..]);
@@ -496,6 +496,16 @@ fn runs_in_strips(
             tile::copy_runs(dst, src, n, at, strip);
         }
     }
+}
+
+/// Whether runs in chunks ([`runs_in_chunks`]) pay for a destination of `len` elements: they
+/// were measured on an Intel Xeon. On AMD's Zen 5 (where runs go by [`tile::wide_runs`]) they
+/// pay only from beyond L2: with a destination in L2 (water's `[0,2,1,3]`, 72 KiB) the
+/// prefetches of its lines were a third of the time and it ran 1.7× as fast without them,
+/// while the 8⁶ block's `[0,2,1,4,3,5]` (2 MiB) from memory lost 1.7× without them
+/// (docs/benchmarks.md, "Permutations: runs in 8-element moves on AMD").
+fn chunks_pay(len: usize) -> bool {
+    !tile::wide_runs() || len * std::mem::size_of::<f64>() > crate::L2_BYTES
 }
 
 /// Destination elements of a chunk ([`chunk_of`]): with its source, it stays in L1.
@@ -1230,12 +1240,13 @@ mod tests {
         Ok(())
     }
 
-    /// Water's and the ACES4 test job's amplitude blocks (by table where the CPU has AVX-512,
-    /// but for rows of 32 or more), and a rank-5 one.
+    /// Water's, water/cc-pVTZ's and the ACES4 test job's amplitude blocks (by table where the
+    /// CPU has AVX-512, but for rows of 32 or more), and a rank-5 one.
     #[test]
     fn every_permutation_of_a_small_segment_block() -> Result<(), KernelError> {
         for (i, perm) in all_permutations(4).iter().enumerate() {
             check_one(&crate::permute_cases::WATER_T2, perm, 300 + i as u64)?;
+            check_one(&crate::permute_cases::TZ_T2, perm, 600 + i as u64)?;
             check_one(&crate::permute_cases::TEST_T2, perm, 500 + i as u64)?;
             check_one(
                 &[7, 3, 9, 2, 5],

@@ -503,6 +503,18 @@ pub(super) fn copy_runs(
     next: Loop,
 ) {
     #[cfg(target_arch = "x86_64")]
+    // Runs of a multiple of 4 stay in 4-element moves, which cover them whole: in 8-element
+    // moves 16⁴ `[0,2,3,1]` and 32⁴ `[0,2,3,1]` ran 1.15–1.2× as long, and the 12⁶ block's
+    // runs of 12 (an 8-element move and an overlapping one) 1.2× from memory.
+    if wide_runs()
+        && !n.is_multiple_of(4)
+        && runs_inside((dst.len(), src.len()), n, (doff, soff), next)
+    {
+        // SAFETY: AVX-512F is present (`wide_runs`), and every run lies inside its buffer.
+        unsafe { avx512::copy_runs(dst.as_mut_ptr(), src.as_ptr(), n, (doff, soff), next) };
+        return;
+    }
+    #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx") {
         // SAFETY: AVX is present.
         unsafe { avx::copy_runs(dst, src, n, (doff, soff), next) };
@@ -511,6 +523,38 @@ pub(super) fn copy_runs(
     for j in 0..next.n {
         dst[doff + j * next.ds..][..n].copy_from_slice(&src[soff + j * next.ss..][..n]);
     }
+}
+
+/// Whether runs are copied by [`avx512::copy_runs`], and walked in [`fetch_for_writing`]
+/// chunks only from beyond L2 (`permute::chunks_pay`): where the CPU has AVX-512 and is not an
+/// Intel one (measured on AMD's Zen 5: docs/benchmarks.md, "Permutations: runs in 8-element
+/// moves on AMD").
+pub(super) fn wide_runs() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        static WIDE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        *WIDE.get_or_init(|| std::arch::is_x86_feature_detected!("avx512f") && !super::intel())
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
+/// Whether the `next.n` runs of `n` elements from `(doff, soff)` lie inside buffers of
+/// `(dst_len, src_len)` elements: the last run of each does.
+#[cfg(target_arch = "x86_64")]
+fn runs_inside(
+    (dst_len, src_len): (usize, usize),
+    n: usize,
+    (doff, soff): (usize, usize),
+    next: Loop,
+) -> bool {
+    let Some(last) = next.n.checked_sub(1) else {
+        return true;
+    };
+    let end =
+        |start: usize, step: usize| step.checked_mul(last)?.checked_add(start)?.checked_add(n);
+    matches!(end(doff, next.ds), Some(e) if e <= dst_len)
+        && matches!(end(soff, next.ss), Some(e) if e <= src_len)
 }
 
 /// Asks for the lines of `dst[range]` with intent to write (`prefetchw`), so that a chunk of
@@ -539,6 +583,57 @@ pub(super) fn fence() {
     unsafe {
         std::arch::x86_64::_mm_sfence()
     };
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use super::Loop;
+    use std::arch::x86_64::{
+        __m256d, __m512d, _mm256_loadu_pd, _mm256_storeu_pd, _mm512_loadu_pd, _mm512_storeu_pd,
+    };
+
+    /// [`super::copy_runs`] in 8-element moves, a run's last elements by one more move that
+    /// overlaps the one before (a copy writes the overlapped elements again with the same
+    /// values): runs of 19 take 3 moves instead of 4 of AVX and 3 single elements. No lane
+    /// masks: on Zen 5, masked moves of lines that were not in the caches ran 2–3.5× as long
+    /// (docs/benchmarks.md).
+    ///
+    /// # Safety
+    /// AVX-512F must be available and every run in bounds of `dst` and `src`.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn copy_runs(
+        dst: *mut f64,
+        src: *const f64,
+        n: usize,
+        (doff, soff): (usize, usize),
+        next: Loop,
+    ) {
+        for j in 0..next.n {
+            // SAFETY: run `j` lies in bounds of both buffers by the caller's contract, and
+            // every move below stays inside it.
+            unsafe {
+                let (d, s) = (dst.add(doff + j * next.ds), src.add(soff + j * next.ss));
+                if n >= 8 {
+                    let mut i = 0;
+                    while i + 8 < n {
+                        _mm512_storeu_pd(d.add(i), _mm512_loadu_pd(s.add(i)));
+                        i += 8;
+                    }
+                    let last: __m512d = _mm512_loadu_pd(s.add(n - 8));
+                    _mm512_storeu_pd(d.add(n - 8), last);
+                } else if n >= 4 {
+                    let (head, tail): (__m256d, __m256d) =
+                        (_mm256_loadu_pd(s), _mm256_loadu_pd(s.add(n - 4)));
+                    _mm256_storeu_pd(d, head);
+                    _mm256_storeu_pd(d.add(n - 4), tail);
+                } else {
+                    for i in 0..n {
+                        *d.add(i) = *s.add(i);
+                    }
+                }
+            }
+        }
+    }
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -842,6 +937,31 @@ mod tests {
     use super::super::{AddScaled, Assign};
     use super::*;
     use crate::testutil::random_vec;
+
+    /// Runs of every length up to 40, copied by whichever kernel this CPU takes (8-element
+    /// moves with an overlapping last one on AMD's AVX-512 CPUs), equal the runs copied one
+    /// element at a time, and nothing between the runs is written.
+    #[test]
+    fn runs_of_every_length_are_copied_whole() {
+        for n in 1..=40 {
+            let next = Loop {
+                n: 5,
+                ds: n + 3,
+                ss: n + 7,
+            };
+            let src = random_vec(9 + 5 * (n + 7), n as u64);
+            let start = random_vec(2 + 5 * (n + 3), 100 + n as u64);
+            let mut want = start.clone();
+            for j in 0..next.n {
+                for i in 0..n {
+                    want[2 + j * next.ds + i] = src[9 + j * next.ss + i];
+                }
+            }
+            let mut got = start.clone();
+            copy_runs(&mut got, &src, n, (2, 9), next);
+            assert_eq!(got, want, "runs of {n}");
+        }
+    }
 
     /// The vector path (where the CPU has it) and the scalar path give the same bits, for
     /// tiles with and without remainders, copy and accumulate.

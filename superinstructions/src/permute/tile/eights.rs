@@ -463,13 +463,26 @@ unsafe fn transpose_runs<L: Lanes, const ADD: bool>(
 /// destination fits in L2; `streamed`: its lines bypass the caches. Tiles one block wide
 /// (8⁶) are walked in the same order either way, and faster by the loop across.
 pub(super) fn walk<L: Lanes>(t: &Tile, batch: Loop, in_l2: bool, streamed: bool) -> Walk {
-    if batch.ds != t.na {
+    if batch.ds != t.na || (in_l2 && t.na != 8 && crowded_across(t, batch)) {
         Walk::Tiles
     } else if in_l2 || t.na == 8 {
         Walk::Across
     } else {
         L::beyond_l2(t, batch, streamed)
     }
+}
+
+/// Whether the blocks at one position of every tile of the batch, taken one after the other
+/// across it, would write the destination in two L1 sets: the tile's destination rows share a
+/// set ([`super::one_set`]) and the batch steps a multiple of 2 KiB along them (16⁴
+/// `[2,3,1,0]`: planes of 256 × 16, rows 32 KiB apart, tiles 2 KiB apart). On AMD's Zen 5 the
+/// walk across then ran at 0.13 of memcpy and tile after tile at 0.39 (docs/benchmarks.md,
+/// "Permutations: a batch across two L1 sets, tile after tile"); measured there only, so
+/// Intel CPUs keep the walk across.
+fn crowded_across(t: &Tile, batch: Loop) -> bool {
+    super::one_set(t.dst_row)
+        && batch.ds.is_multiple_of(super::SET_PERIOD / 2)
+        && !super::super::intel()
 }
 
 /// [`super::transpose_batch`] with 8 × 8 blocks.
@@ -540,6 +553,52 @@ mod tests {
         let skip = buf.as_ptr().align_offset(64).min(8);
         buf[skip..skip + values.len()].copy_from_slice(values);
         (buf, skip)
+    }
+
+    /// A batch in L2 whose tiles' blocks would write the destination in two L1 sets goes tile
+    /// after tile off Intel CPUs (16⁴ `[2,3,1,0]`); the other batches whose tiles follow
+    /// each other in the destination go across (16⁴ `[3,1,2,0]`).
+    #[test]
+    fn batches_across_two_sets_go_tile_after_tile() {
+        let tile = |na, src_row| Tile {
+            d0: 0,
+            s0: 0,
+            na,
+            nb: 16,
+            src_row,
+            dst_row: 4096,
+        };
+        let crowded = (
+            tile(256, 256),
+            Loop {
+                n: 16,
+                ds: 256,
+                ss: 16,
+            },
+        );
+        let spread = (
+            tile(16, 4096),
+            Loop {
+                n: 256,
+                ds: 16,
+                ss: 16,
+            },
+        );
+        let want = if super::super::super::intel() {
+            Walk::Across
+        } else {
+            Walk::Tiles
+        };
+        assert_eq!(walk::<Avx512>(&crowded.0, crowded.1, true, false), want);
+        assert_eq!(
+            walk::<Avx512>(&spread.0, spread.1, true, false),
+            Walk::Across
+        );
+        // Beyond L2 the registers' walk decides, as before.
+        assert_eq!(
+            walk::<Avx512>(&crowded.0, crowded.1, false, false),
+            Walk::Strips
+        );
     }
 
     /// Every walk of a batch, in every kind of registers this CPU has, copying, accumulating

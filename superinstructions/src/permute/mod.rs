@@ -1241,7 +1241,8 @@ mod tests {
     }
 
     /// Water's, water/cc-pVTZ's and the ACES4 test job's amplitude blocks (by table where the
-    /// CPU has AVX-512, but for rows of 32 or more), and a rank-5 one.
+    /// CPU has AVX-512, but for rows of 32 or more, and on AMD's only up to 4,096 elements),
+    /// and a rank-5 one.
     #[test]
     fn every_permutation_of_a_small_segment_block() -> Result<(), KernelError> {
         for (i, perm) in all_permutations(4).iter().enumerate() {

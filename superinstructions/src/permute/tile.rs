@@ -530,13 +530,7 @@ pub(super) fn copy_runs(
 /// Intel one (measured on AMD's Zen 5: docs/benchmarks.md, "Permutations: runs in 8-element
 /// moves on AMD").
 pub(super) fn wide_runs() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        static WIDE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-        *WIDE.get_or_init(|| std::arch::is_x86_feature_detected!("avx512f") && !super::intel())
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    false
+    eight_lanes() == Some(EightLanes::Avx512) && !super::intel()
 }
 
 /// Whether the `next.n` runs of `n` elements from `(doff, soff)` lie inside buffers of

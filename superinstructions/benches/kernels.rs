@@ -1,12 +1,14 @@
-//! Kernel benchmarks: permute (GB/s, counting one read and one write of every element) and
-//! contract (GFLOP/s, shown by criterion as "Gelem/s" with one element = one flop).
+//! Kernel benchmarks: permute (GB/s, counting one read and one write of every element),
+//! contract (GFLOP/s, shown by criterion as "Gelem/s" with one element = one flop), and the
+//! element-wise `a += s * b` (`axpy`, elements per second) against the same loop built for the
+//! baseline CPU only, at block sizes of the chemistry jobs.
 //!
 //! Run: `cargo bench -p sial-superinstructions -- --warm-up-time 1 --measurement-time 3`.
 //! `benches/numpy_compare.py` times the same operations with numpy; results and the comparison
 //! are in docs/benchmarks.md.
 
 use criterion::{BenchmarkId, Criterion, Throughput, black_box, criterion_group, criterion_main};
-use sial_superinstructions::{ContractionPlan, Label, Parallelism, Shape, copy, permute};
+use sial_superinstructions::{ContractionPlan, Label, Parallelism, Shape, axpy, copy, permute};
 use std::num::NonZeroUsize;
 
 fn shape(ext: &[usize]) -> Shape {
@@ -126,5 +128,32 @@ fn bench_contract(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench_permute, bench_contract);
+/// `dst += alpha * src` as the kernel was before it was compiled per vector width: for the
+/// baseline CPU (SSE2 on x86-64) only.
+#[inline(never)]
+fn baseline_axpy(dst: &mut [f64], alpha: f64, src: &[f64]) {
+    dst.iter_mut().zip(src).for_each(|(d, &s)| *d += alpha * s);
+}
+
+fn bench_elementwise(c: &mut Criterion) {
+    let mut g = c.benchmark_group("axpy");
+    // The test job's, water/cc-pVDZ's and water/cc-pVTZ's 4-index blocks, 45^4 (in L3) and
+    // 64 MiB (from memory).
+    for n in [2025usize, 9025, 18225, 531_441, 4_100_625, 8 << 20] {
+        let src = data(n);
+        let mut dst = data(n);
+        g.throughput(Throughput::Elements(n as u64));
+        g.bench_function(BenchmarkId::new("dispatched", n), |b| {
+            b.iter(|| {
+                axpy(black_box(&mut dst), black_box(1e-9), black_box(&src)).expect("same lengths")
+            })
+        });
+        g.bench_function(BenchmarkId::new("baseline", n), |b| {
+            b.iter(|| baseline_axpy(black_box(&mut dst), black_box(1e-9), black_box(&src)))
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bench_permute, bench_contract, bench_elementwise);
 criterion_main!(benches);

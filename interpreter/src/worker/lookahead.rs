@@ -69,6 +69,18 @@ impl Ahead {
         }
     }
 
+    /// Whether site `pc`, `depth` iterations ahead, has fallen far enough behind to request
+    /// more now (a quarter of its depth, at least one, at a time), and there are more to
+    /// request. Each request made alone cost
+    /// a get of a small block the probe's set-up (indices saved, restored, the frame's
+    /// prediction taken out and put back) every time.
+    fn wants(&self, pc: usize, depth: usize) -> bool {
+        let cursor = self.cursor(pc);
+        !self.idle
+            && cursor + depth.div_ceil(4) <= depth
+            && (cursor < self.upcoming.len() || !self.exhausted)
+    }
+
     /// The loop moved to `now`: drop the head if it was predicted, else start afresh.
     fn consume(&mut self, now: &Iteration) {
         if self.idle {
@@ -92,7 +104,7 @@ struct Saved(SmallVec<[(IndexSlot, Option<i32>); 8]>);
 
 impl Worker<'_> {
     /// After a `get` at `pc` of a block of `bytes` bytes: requests the same site's blocks for
-    /// the coming iterations, as deep as the site's depth.
+    /// the coming iterations, as deep as the site's depth, once a quarter of it is used up.
     pub(super) fn prefetch_ahead(
         &mut self,
         pc: usize,
@@ -105,6 +117,11 @@ impl Worker<'_> {
             return Ok(());
         }
         let n = self.frames.len() - 1;
+        if let Some(a) = &self.frames[n].ahead
+            && !a.wants(pc, depth)
+        {
+            return Ok(());
+        }
         let mut ahead = match self.frames[n].ahead.take() {
             Some(a) => a,
             None => self.new_ahead(bytes),
@@ -353,5 +370,42 @@ impl Worker<'_> {
             }
             other => self.frames[n - 2].carried = other,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ahead(cursor: usize, upcoming: usize, exhausted: bool) -> Ahead {
+        let it = Iteration {
+            values: SmallVec::new(),
+            seen: 0,
+            counter: 0,
+        };
+        Ahead {
+            levels: 1,
+            upcoming: std::iter::repeat_n(it, upcoming).collect(),
+            cursors: [(7, cursor)].into_iter().collect(),
+            exhausted,
+            idle: false,
+        }
+    }
+
+    #[test]
+    fn a_site_requests_a_quarter_of_its_depth_at_a_time() {
+        // 64 ahead: nothing until 16 of them are used up.
+        assert!(!ahead(63, 63, false).wants(7, 64));
+        assert!(!ahead(49, 49, false).wants(7, 64));
+        assert!(ahead(48, 48, false).wants(7, 64));
+        // One ahead: every time the one is used.
+        assert!(!ahead(1, 1, false).wants(7, 1));
+        assert!(ahead(0, 0, false).wants(7, 1));
+        // Another site has requested nothing yet.
+        assert!(ahead(63, 63, false).wants(8, 64));
+        // No iteration after the last one predicted: nothing to request.
+        assert!(!ahead(10, 10, true).wants(7, 64));
+        assert!(ahead(10, 20, true).wants(7, 64));
+        assert!(!Ahead::idle().wants(7, 64));
     }
 }

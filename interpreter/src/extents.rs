@@ -25,6 +25,7 @@ impl Extents {
     }
 
     /// [`Extents::new`], or an internal error naming the rank.
+    #[inline]
     pub fn of(ext: &[usize]) -> crate::error::Result<Extents> {
         let mut out = Extents::zeroed(ext.len())?;
         out.copy_from_slice(ext);
@@ -32,12 +33,13 @@ impl Extents {
     }
 
     /// `rank` extents of 0, to be set through `DerefMut`; an internal error naming the rank
-    /// for more than [`MAX_RANK`].
+    /// for more than [`MAX_RANK`]. Inlined: called from another unit of the crate, the result
+    /// came back through memory and its read stalled on the stores just made (a quarter of
+    /// `Worker::locate`'s time in a loop of one-element gets).
+    #[inline]
     pub fn zeroed(rank: usize) -> crate::error::Result<Extents> {
         if rank > MAX_RANK {
-            return Err(crate::error::RuntimeError::new(format!(
-                "internal: a block of {rank} dimensions (at most {MAX_RANK})"
-            )));
+            return Err(too_many(rank));
         }
         Ok(Extents {
             rank: rank as u8,
@@ -45,13 +47,22 @@ impl Extents {
         })
     }
 
+    #[inline]
     pub fn as_slice(&self) -> &[usize] {
         &self.ext[..usize::from(self.rank)]
     }
 }
 
+#[cold]
+fn too_many(rank: usize) -> crate::error::RuntimeError {
+    crate::error::RuntimeError::new(format!(
+        "internal: a block of {rank} dimensions (at most {MAX_RANK})"
+    ))
+}
+
 impl Deref for Extents {
     type Target = [usize];
+    #[inline]
     fn deref(&self) -> &[usize] {
         self.as_slice()
     }
@@ -71,6 +82,7 @@ impl<const N: usize> From<[usize; N]> for Extents {
 }
 
 impl DerefMut for Extents {
+    #[inline]
     fn deref_mut(&mut self) -> &mut [usize] {
         &mut self.ext[..usize::from(self.rank)]
     }

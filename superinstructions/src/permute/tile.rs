@@ -1098,20 +1098,23 @@ mod tests {
         }
     }
 
-    /// Tiles whose source rows share one L1 set (taken by the 8 × 8 kernel in squares, four
-    /// columns of blocks at a time, with partial squares and groups), and blocks staged into
-    /// runs along two loops, give what the scalar loop gives, for copies and accumulates.
+    /// Tiles whose source rows share one L1 set (taken by the 8 × 8 kernel in squares, two
+    /// or four columns of blocks at a time, with partial squares and groups), and blocks
+    /// staged into runs along two loops, give what the scalar loop gives, for copies and
+    /// accumulates.
     #[test]
     fn crowded_and_staged_orders_move_every_block_once() {
         assert!(one_set(512) && one_set(1024) && !one_set(520));
         // 5 × 6 blocks (one partial square, a group of 2 after one of 4), 40 × 34 (whole and
-        // partial squares each way), 4 × 4; destination rows in one set or not; and 129 × 5
-        // blocks whose 1,032 source rows are a page apart but in many sets (`many_pages`).
+        // partial squares each way), 4 × 4; destination rows in one set or not; 129 × 5
+        // blocks whose 1,032 source rows are a page apart but in many sets (`many_pages`);
+        // and 17 × 125 blocks, a tile of 1.1 MB (two columns at a time off Intel's CPUs).
         let cases = [
             (40, 48, 1024, 512),
             (320, 272, 1024, 512),
             (32, 32, 1024, 35),
             (1032, 40, 520, 1040),
+            (136, 1000, 1024, 520),
         ];
         for (na, nb, src_row, dst_row) in cases {
             let tile = Tile {

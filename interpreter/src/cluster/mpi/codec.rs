@@ -201,6 +201,11 @@ pub(super) fn encode_reply(msg: ToWorker, batch: &mut Vec<u8>) -> Result<Vec<Arc
         _ => append_header(batch, &msg)?,
     }
     let blocks: Vec<Arc<Block>> = match msg {
+        // The common reply, without a vector of its one block where its data goes inline.
+        ToWorker::Block { block, .. } if inline(block.data.len() * 8) => {
+            append_data(batch, &block.data);
+            return Ok(Vec::new());
+        }
         ToWorker::Block { block, .. } => vec![block],
         ToWorker::Snapshot { blocks, .. } => blocks.into_iter().map(|(_, b)| b).collect(),
         ToWorker::Missing { .. } | ToWorker::SnapshotKeys { .. } | ToWorker::Ended { .. } => {

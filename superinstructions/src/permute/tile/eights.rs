@@ -42,6 +42,11 @@ pub(super) trait Lanes {
     /// is walked where the block does not fit in L2; `streamed`: the destination lines
     /// bypass the caches.
     fn beyond_l2(t: &Tile, batch: Loop, streamed: bool) -> Walk;
+
+    /// Columns of blocks [`crowded`] takes side by side in tile `t`.
+    fn side_by_side(_: &Tile) -> usize {
+        SIDE_BY_SIDE
+    }
 }
 
 /// The order in which [`transpose_batch`] moves the blocks of a batch of tiles.
@@ -77,6 +82,20 @@ impl Lanes for Avx512 {
     /// Strips (see [`transpose_batch`]).
     fn beyond_l2(_: &Tile, _: Loop, _: bool) -> Walk {
         Walk::Strips
+    }
+
+    /// Off Intel's CPUs, two for tiles beyond L2 that stay in L3 beside their destination (1
+    /// to 8 MiB): on a Zen 5 four columns of blocks ran a 512² transpose (the 8⁶
+    /// `[3,4,5,0,1,2]`) at 0.21 of memcpy and two at 0.41, 512 × 768 at 0.42 against 0.65;
+    /// smaller and larger tiles keep four (docs/benchmarks.md, "Permutations: squares two
+    /// columns of blocks wide on AMD").
+    fn side_by_side(t: &Tile) -> usize {
+        let bytes = 8 * t.na * t.nb;
+        if !super::super::intel() && (1 << 20..=8 << 20).contains(&bytes) {
+            2
+        } else {
+            SIDE_BY_SIDE
+        }
     }
 
     #[inline(always)]
@@ -356,12 +375,14 @@ unsafe fn strips<L: Lanes, const ADD: bool, const NT: bool>(
 /// touches stay few enough for the TLB (a 2048² transpose walked a column of blocks at a
 /// time, 2048 rows of 4 pages each, ran at a third of memcpy).
 const SQUARE: usize = 16;
-/// Columns of blocks [`crowded`] takes side by side.
+/// Columns of blocks [`crowded`] takes side by side (unless [`Lanes::side_by_side`] says
+/// otherwise).
 const SIDE_BY_SIDE: usize = 4;
 
 /// [`transpose`] of a tile whose source rows share one L1 set (row strides of 4 KiB
 /// multiples: 512², 2048², the 8⁶ `[3,4,5,0,1,2]`, `[3,0,2,1]` of 32⁴ and 48⁴), in squares
-/// of [`SQUARE`] blocks, and in each square [`SIDE_BY_SIDE`] columns of blocks at a time,
+/// of [`SQUARE`] blocks, and in each square [`SIDE_BY_SIDE`] columns of blocks at a time
+/// ([`Lanes::side_by_side`]),
 /// row by row: the blocks taken one after the other then read four consecutive lines of
 /// each source row, in four sets, where a single column of blocks read one set, whose few
 /// ways bounded the misses in flight. 48⁴ `[3,0,2,1]` ran 2.3× and 2048² 3.1× as fast so,
@@ -385,6 +406,7 @@ unsafe fn crowded<L: Lanes, const ADD: bool, const NT: bool>(
     ahead: Ahead,
 ) {
     let (na, nb) = (t.na / 8, t.nb / 8);
+    let side_by_side = L::side_by_side(&t);
     for k0 in (0..nb).step_by(SQUARE) {
         let k_end = nb.min(k0 + SQUARE);
         for i0 in (0..na).step_by(SQUARE) {
@@ -396,8 +418,8 @@ unsafe fn crowded<L: Lanes, const ADD: bool, const NT: bool>(
             } else {
                 ahead
             };
-            for k1 in (k0..k_end).step_by(SIDE_BY_SIDE) {
-                let k_last = k_end.min(k1 + SIDE_BY_SIDE);
+            for k1 in (k0..k_end).step_by(side_by_side) {
+                let k_last = k_end.min(k1 + side_by_side);
                 for ib in i0..i_end {
                     for kb in k1..k_last {
                         let (i, k) = (ib * 8, kb * 8);

@@ -356,6 +356,7 @@ fn run<S: Store>(dst: &mut [f64], src: &[f64], loops: &Loops, st: S, may_stream:
                     }),
                     None => match chunk_of(n, walk).filter(|_| chunks_pay(dst.len())) {
                         Some(len) => runs_in_chunks(dst, src, n, walk, len),
+                        None if tile::copy_run_nest(dst, src, n, walk) => {}
                         None => {
                             let (next, others) = (walk[0], &walk[1..]);
                             for_each_offset(others, |doff, soff| {

@@ -525,6 +525,42 @@ pub(super) fn copy_runs(
     }
 }
 
+/// The runs of `n` elements at every offset of `walk` (innermost first, at most three
+/// loops: a 4-index block's runs), copied by one call of [`avx512::copy_run_nest`] where runs
+/// go in 8-element moves ([`wide_runs`], `n` not a multiple of 4) and every run lies inside
+/// its buffer; whether it did (else nothing was written). Walked a call of [`copy_runs`] per
+/// step of the two outer loops, water's `[19,5,19,5]` runs cost nearly as much in the calls
+/// and their checks as in the moves. Runs of a multiple of 4 keep those calls: in one nest,
+/// 16⁴ and 24⁴ `[0,2,3,1]` (destination runs in one L1 set) ran 1.2–1.6× as long, their
+/// stores no longer spaced out (docs/benchmarks.md, "Permutations: a 4-index block's runs in
+/// one call on AMD").
+pub(super) fn copy_run_nest(dst: &mut [f64], src: &[f64], n: usize, walk: &[Loop]) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    if let [w0, rest @ ..] = walk
+        && rest.len() <= 2
+        && wide_runs()
+        && !n.is_multiple_of(4)
+    {
+        let w1 = rest.first().copied().unwrap_or(Loop::ONCE);
+        let w2 = rest.get(1).copied().unwrap_or(Loop::ONCE);
+        let inside = |len: usize, step: fn(&Loop) -> usize| {
+            super::reach([w0, &w1, &w2], step)
+                .and_then(|r| r.checked_add(n.checked_sub(1)?))
+                .is_some_and(|end| end <= len)
+        };
+        if n > 0 && inside(dst.len(), |l| l.ds) && inside(src.len(), |l| l.ss) {
+            // SAFETY: AVX-512F is present (`wide_runs`), and the last element of the furthest
+            // run lies inside each buffer.
+            unsafe {
+                avx512::copy_run_nest(dst.as_mut_ptr(), src.as_ptr(), n, [*w0, w1, w2]);
+            }
+            return true;
+        }
+    }
+    let _ = (dst, src, n, walk);
+    false
+}
+
 /// Whether runs are copied by [`avx512::copy_runs`], and walked in [`fetch_for_writing`]
 /// chunks only from beyond L2 (`permute::chunks_pay`): where the CPU has AVX-512 and is not an
 /// Intel one (measured on AMD's Zen 5: docs/benchmarks.md, "Permutations: runs in 8-element
@@ -586,6 +622,27 @@ mod avx512 {
         __m256d, __m512d, _mm256_loadu_pd, _mm256_storeu_pd, _mm512_loadu_pd, _mm512_storeu_pd,
     };
 
+    /// [`super::copy_run_nest`]: the runs at every offset of three loops (innermost first),
+    /// each as [`copy_runs`] moves it.
+    ///
+    /// # Safety
+    /// AVX-512F must be available and every run in bounds of `dst` and `src`.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn copy_run_nest(
+        dst: *mut f64,
+        src: *const f64,
+        n: usize,
+        [w0, w1, w2]: [Loop; 3],
+    ) {
+        for k in 0..w2.n {
+            for j in 0..w1.n {
+                let (doff, soff) = (j * w1.ds + k * w2.ds, j * w1.ss + k * w2.ss);
+                // SAFETY: the caller's contract, for the runs along `w0` from here.
+                unsafe { copy_runs(dst, src, n, (doff, soff), w0) };
+            }
+        }
+    }
+
     /// [`super::copy_runs`] in 8-element moves, a run's last elements by one more move that
     /// overlaps the one before (a copy writes the overlapped elements again with the same
     /// values): runs of 19 take 3 moves instead of 4 of AVX and 3 single elements. No lane
@@ -595,6 +652,7 @@ mod avx512 {
     /// # Safety
     /// AVX-512F must be available and every run in bounds of `dst` and `src`.
     #[target_feature(enable = "avx512f")]
+    #[inline]
     pub(super) unsafe fn copy_runs(
         dst: *mut f64,
         src: *const f64,
@@ -954,6 +1012,58 @@ mod tests {
             let mut got = start.clone();
             copy_runs(&mut got, &src, n, (2, 9), next);
             assert_eq!(got, want, "runs of {n}");
+        }
+    }
+
+    /// A 4-index block's runs in one nest (on AMD's AVX-512 CPUs; elsewhere the nest is
+    /// refused and nothing written): every run of every length of one to three loops equals
+    /// the element copy, nothing else is written, and a nest reaching one element past
+    /// either buffer is refused untouched.
+    #[test]
+    fn run_nests_copy_every_run_or_refuse_untouched() {
+        for n in [1, 3, 5, 7, 9, 19, 27, 33] {
+            let loops = [
+                Loop {
+                    n: 5,
+                    ds: n + 1,
+                    ss: 4 * n + 9,
+                },
+                Loop {
+                    n: 3,
+                    ds: 5 * (n + 1) + 2,
+                    ss: n + 2,
+                },
+                Loop {
+                    n: 2,
+                    ds: 17 * (n + 1) + 5,
+                    ss: 12 * n + 30,
+                },
+            ];
+            for depth in 1..=3 {
+                let walk = &loops[..depth];
+                let end = |step: fn(&Loop) -> usize| {
+                    walk.iter().map(|l| (l.n - 1) * step(l)).sum::<usize>() + n
+                };
+                let (dst_len, src_len) = (end(|l| l.ds), end(|l| l.ss));
+                let src = random_vec(src_len, n as u64);
+                let start = random_vec(dst_len, 50 + n as u64);
+                let mut want = start.clone();
+                super::super::for_each_offset(walk, |doff, soff| {
+                    want[doff..doff + n].copy_from_slice(&src[soff..soff + n]);
+                });
+                let mut got = start.clone();
+                if copy_run_nest(&mut got, &src, n, walk) {
+                    assert_eq!(got, want, "runs of {n}, {depth} loops");
+                } else {
+                    assert_eq!(got, start, "refused, untouched");
+                }
+                let mut short = start[..dst_len - 1].to_vec();
+                assert!(!copy_run_nest(&mut short, &src, n, walk));
+                assert_eq!(short, start[..dst_len - 1]);
+                let mut got = start.clone();
+                assert!(!copy_run_nest(&mut got, &src[..src_len - 1], n, walk));
+                assert_eq!(got, start);
+            }
         }
     }
 

@@ -71,9 +71,8 @@ impl Ahead {
 
     /// Whether site `pc`, `depth` iterations ahead, has fallen far enough behind to request
     /// more now (a quarter of its depth, at least one, at a time), and there are more to
-    /// request. Each request made alone cost
-    /// a get of a small block the probe's set-up (indices saved, restored, the frame's
-    /// prediction taken out and put back) every time.
+    /// request. Made one at a time, every request cost a get of a small block the probe's
+    /// set-up (indices saved and restored, the frame's prediction taken out and put back).
     fn wants(&self, pc: usize, depth: usize) -> bool {
         let cursor = self.cursor(pc);
         !self.idle

@@ -557,6 +557,7 @@ pub(super) fn copy_run_nest(dst: &mut [f64], src: &[f64], n: usize, walk: &[Loop
             return true;
         }
     }
+    #[cfg(not(target_arch = "x86_64"))]
     let _ = (dst, src, n, walk);
     false
 }

@@ -381,9 +381,8 @@ const SIDE_BY_SIDE: usize = 4;
 
 /// [`transpose`] of a tile whose source rows share one L1 set (row strides of 4 KiB
 /// multiples: 512², 2048², the 8⁶ `[3,4,5,0,1,2]`, `[3,0,2,1]` of 32⁴ and 48⁴), in squares
-/// of [`SQUARE`] blocks, and in each square [`SIDE_BY_SIDE`] columns of blocks at a time
-/// ([`Lanes::side_by_side`]),
-/// row by row: the blocks taken one after the other then read four consecutive lines of
+/// of [`SQUARE`] blocks, and in each square [`Lanes::side_by_side`] columns of blocks at a
+/// time, row by row: the blocks taken one after the other then read four consecutive lines of
 /// each source row, in four sets, where a single column of blocks read one set, whose few
 /// ways bounded the misses in flight. 48⁴ `[3,0,2,1]` ran 2.3× and 2048² 3.1× as fast so,
 /// and a 512² transpose at 0.50 of memcpy instead of 0.42, against 0.92 for 520²

@@ -54,6 +54,8 @@ pub(super) trait Lanes {
 pub(super) enum Walk {
     /// Each block position in every tile before the next position.
     Across,
+    /// As [`Walk::Across`], in groups of [`GROUP`] tiles, one group after the other.
+    Groups,
     /// In [`strips`] of source rows, tile after tile in each strip.
     Strips,
     /// Each tile whole in turn, as [`transpose`] walks it.
@@ -62,6 +64,16 @@ pub(super) enum Walk {
 
 /// A row per AVX-512 register.
 pub(super) struct Avx512;
+
+/// Lines this many elements (64 KiB) apart share a set of AMD's L2 (1 MiB, 16 ways, Zen 4 and
+/// 5), where the walk of a batch beyond L2 is chosen ([`Avx512::beyond_l2`]).
+const L2_SET_PERIOD: usize = 8 * 1024;
+
+/// Tiles a [`Walk::Groups`] takes across at a time: of 8 to 64, 8 ran 32⁴ `[3,1,2,0]`,
+/// `[2,1,3,0]` and `[3,1,0,2]` fastest in the caches (0.68–0.85 of memcpy against 0.47–0.57
+/// for 16 and more) and as fast as the others from memory but for `[3,1,2,0]` (0.84 against
+/// 0.98–1.08).
+const GROUP: usize = 8;
 
 /// A row in two AVX registers.
 pub(super) struct Avx;
@@ -79,9 +91,27 @@ fn fetch_ahead(s: *const f64, ss: usize, ahead: Ahead) {
 }
 
 impl Lanes for Avx512 {
-    /// Strips (see [`transpose_batch`]).
-    fn beyond_l2(_: &Tile, _: Loop, _: bool) -> Walk {
-        Walk::Strips
+    /// Strips on Intel's CPUs (see [`transpose_batch`]). Elsewhere, tiles no longer than a
+    /// strip (whose strips walk them tile after tile) go across the tiles: on a Zen 5, tile
+    /// after tile each block loads where the blocks before it stored, modulo 4 KiB (source
+    /// and destination at one offset in their pages), and strips ran the 24⁴ reversals and
+    /// their kin at 0.35–0.65 of memcpy hot, across them at 0.82–0.93 (`[3,1,2,0]` of 24⁴,
+    /// 32⁴ and 48⁴ from memory 0.51–0.56 → 0.83–1.01). Where the tiles' rows share an L2 set
+    /// (32⁴: 256 KiB apart), the lines the L2 fetched along them were evicted before the
+    /// passes across came back to them: they go across [`GROUP`] tiles at a time (32⁴
+    /// `[3,1,2,0]` hot 0.46 across the whole batch, 0.85 in groups). A batch whose tiles'
+    /// sources start in one L2 set (32⁴ `[1,3,0,2]`, `[1,3,2,0]`) keeps the strips
+    /// (0.71 against 0.47 across, hot). Figures in docs/benchmarks.md, "Permutations: batches
+    /// beyond L2 across their tiles on AMD".
+    fn beyond_l2(t: &Tile, batch: Loop, _: bool) -> Walk {
+        let one_l2_set = |row: usize| row.is_multiple_of(L2_SET_PERIOD);
+        if super::super::intel() || t.na > super::STRIP || one_l2_set(batch.ss) {
+            Walk::Strips
+        } else if one_l2_set(t.src_row) || one_l2_set(t.dst_row) {
+            Walk::Groups
+        } else {
+            Walk::Across
+        }
     }
 
     /// Off Intel's CPUs, two for tiles beyond L2 that stay in L3 beside their destination (1
@@ -542,18 +572,24 @@ unsafe fn transpose_batch<L: Lanes, const ADD: bool, const NT: bool>(
         Walk::Strips => {
             return unsafe { strips::<L, ADD, NT>(dst, src, (t, batch), alpha, ahead) };
         }
-        Walk::Across => {}
+        Walk::Across | Walk::Groups => {}
     }
-    for k in (0..t.nb).step_by(8) {
-        for i in (0..t.na).step_by(8) {
-            for r in 0..batch.n {
-                let t = t.along(batch, r);
-                // SAFETY: rows `k..k + 8 <= nb` and columns `i..i + 8 <= na` of tile `r`,
-                // which the caller checked.
-                unsafe {
-                    let d = dst.add(t.d0 + k * t.dst_row + i);
-                    let s = src.add(t.s0 + i * t.src_row + k);
-                    L::block::<ADD, NT>(d, t.dst_row, (s, t.src_row, ahead), alpha);
+    let group = match walk {
+        Walk::Groups => GROUP,
+        _ => batch.n,
+    };
+    for r0 in (0..batch.n).step_by(group.max(1)) {
+        for k in (0..t.nb).step_by(8) {
+            for i in (0..t.na).step_by(8) {
+                for r in r0..batch.n.min(r0 + group) {
+                    let t = t.along(batch, r);
+                    // SAFETY: rows `k..k + 8 <= nb` and columns `i..i + 8 <= na` of tile `r`,
+                    // which the caller checked.
+                    unsafe {
+                        let d = dst.add(t.d0 + k * t.dst_row + i);
+                        let s = src.add(t.s0 + i * t.src_row + k);
+                        L::block::<ADD, NT>(d, t.dst_row, (s, t.src_row, ahead), alpha);
+                    }
                 }
             }
         }
@@ -615,11 +651,44 @@ mod tests {
             walk::<Avx512>(&spread.0, spread.1, true, false),
             Walk::Across
         );
-        // Beyond L2 the registers' walk decides, as before.
+        // Beyond L2 the registers' walk decides ([`Avx512::beyond_l2`]).
         assert_eq!(
             walk::<Avx512>(&crowded.0, crowded.1, false, false),
-            Walk::Strips
+            Avx512::beyond_l2(&crowded.0, crowded.1, false)
         );
+    }
+
+    /// Beyond L2, a batch of tiles side by side in the destination goes in strips on Intel's
+    /// CPUs; elsewhere across the tiles (24⁴ `[3,1,2,0]`), unless the tiles' sources lie a
+    /// multiple of AMD's L2 set period apart (32⁴ `[1,3,0,2]`).
+    #[test]
+    fn batches_beyond_l2_go_across_off_intel_unless_they_share_l2_sets() {
+        let batch = |(na, nb, src_row, dst_row): (usize, usize, usize, usize), n, ss| {
+            let t = Tile {
+                d0: 0,
+                s0: 0,
+                na,
+                nb,
+                src_row,
+                dst_row,
+            };
+            walk::<Avx512>(&t, Loop { n, ds: na, ss }, false, false)
+        };
+        let off_intel = |walk| {
+            if super::super::super::intel() {
+                Walk::Strips
+            } else {
+                walk
+            }
+        };
+        let reversal = batch((24, 24, 13824, 13824), 576, 24);
+        let rows_in_one_l2_set = batch((32, 32, 32768, 32768), 1024, 32);
+        let tiles_in_one_l2_set = batch((32, 32, 32, 32768), 32, 32768);
+        let longer_than_a_strip = batch((1024, 32, 1024, 32768), 32, 32);
+        assert_eq!(reversal, off_intel(Walk::Across));
+        assert_eq!(rows_in_one_l2_set, off_intel(Walk::Groups));
+        assert_eq!(tiles_in_one_l2_set, Walk::Strips);
+        assert_eq!(longer_than_a_strip, Walk::Strips);
     }
 
     /// Every walk of a batch, in every kind of registers this CPU has, copying, accumulating
@@ -630,6 +699,18 @@ mod tests {
     fn every_walk_in_every_lanes_is_the_scalar_loop() {
         // (na, nb, src_row, dst_row, batch)
         let cases = [
+            // 13 tiles side by side in both: groups of 8 and 5.
+            (
+                16,
+                16,
+                16 * 13,
+                16 * 13,
+                Loop {
+                    n: 13,
+                    ds: 16,
+                    ss: 16,
+                },
+            ),
             (
                 24,
                 24,
@@ -722,7 +803,7 @@ mod tests {
             };
             let (copied, added) = (expected(false), expected(true));
             for &wide in &lanes {
-                for walk in [Walk::Across, Walk::Strips, Walk::Tiles] {
+                for walk in [Walk::Across, Walk::Groups, Walk::Strips, Walk::Tiles] {
                     for (add, streamed) in [(false, false), (true, false), (false, true)] {
                         let (mut buf, skip) = on_a_line(&start);
                         let out = &mut buf[skip..skip + dst_len];

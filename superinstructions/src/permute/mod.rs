@@ -31,9 +31,9 @@
 //! 7. where both plane extents are multiples of 8, moves 8×8 blocks in registers instead
 //!    (AVX-512, or two AVX registers per row where the CPU lacks it, for the planes where
 //!    those were measured to pay), each line read or written once, whole, with no staging
-//!    ([`in_eights`]); planes of thousands of short source rows (`[1,2,3,0]`), and batches of
-//!    planes larger than L2, in strips of 64 source rows, each strip's rows read once, in a
-//!    run ([`tile`]);
+//!    ([`in_eights`]); planes of thousands of short source rows (`[1,2,3,0]`), and on Intel's
+//!    CPUs batches of planes larger than L2, in strips of 64 source rows, each strip's rows
+//!    read once, in a run ([`tile`]; elsewhere such batches go across their planes);
 //! 8. where the 8 source rows of such a block share one L1 set (rows a multiple of 4 KiB
 //!    apart: 512², 2048², `[3,0,2,1]` of 32⁴ and 48⁴), so that one set's few ways bound the
 //!    misses in flight, takes consecutive blocks from other sets: in a plane, four columns

@@ -546,14 +546,14 @@ fn crowded_across(t: &Tile, batch: Loop) -> bool {
 /// blocks): 16⁴ `[2,1,0,3]` ran 2.3× slower so than with the destination 512 bytes
 /// further, and as fast across the tiles (docs/benchmarks.md, "Permutations: 8 × 8 blocks
 /// for every plane"). Elsewhere (`[1,0,2,3]`, `[2,0,3,1]`) going across lost 1.1–1.5×.
-/// That holds where the block fits in L2 (`in_l2`, 16⁴); a larger block's batch goes in
-/// [`strips`] of source rows, tile after tile in each strip: the 32⁴ and 48⁴ reversals ran
-/// 1.4–1.6× as fast so, `[3,2,0,1]` of 48⁴ 2.4×, and `[3,1,2,0]` of 24⁴ 1.5× (1.7× from
+/// That holds where the block fits in L2 (`in_l2`, 16⁴); on an Intel Xeon a larger block's
+/// batch went faster in [`strips`] of source rows, tile after tile in each strip: the 32⁴ and
+/// 48⁴ reversals 1.4–1.6×, `[3,2,0,1]` of 48⁴ 2.4×, and `[3,1,2,0]` of 24⁴ 1.5× (1.7× from
 /// memory), where across the tiles each pass over a block position read a line of every
 /// tile's rows from L3 or memory for one 8-element column of each (docs/benchmarks.md,
-/// "Permutations: slender planes and batches beyond L2 in strips"). Those figures are for
-/// AVX-512 registers; in AVX ones, the walk beyond L2 is [`Avx`]'s ([`Lanes::beyond_l2`]).
-/// The caller chooses the walk ([`walk`]).
+/// "Permutations: slender planes and batches beyond L2 in strips"); on AMD's Zen 5 it goes
+/// across, or across a few tiles at a time ([`Walk::Groups`]). Which walk a batch beyond
+/// L2 takes is [`Lanes::beyond_l2`]'s; the caller chooses the walk ([`walk`]).
 ///
 /// # Safety
 /// The CPU has `L`'s instructions, and every tile of the batch in bounds of `dst` and `src`.

@@ -232,9 +232,27 @@ fn sial_in(dir: &std::path::Path, args: &[&str]) -> (bool, String) {
 
 #[test]
 fn a_failed_job_restarts_from_its_last_completed_program() {
+    // 2 * (10 + 20 + 30) from the restored distributed array, 1 + 2 + 3 from the static
+    // array, 6.5 from the scalar.
+    restarts("restart", 132.5);
+}
+
+/// A program between that saves a restored array again unchanged leaves the checkpoint before
+/// it in place (it is not written again); one that saves other values under the label writes
+/// it again: the restart reads the arrays as the last completed program left them.
+#[test]
+fn a_restart_reads_the_saved_arrays_of_the_last_completed_program() {
+    restarts("restart_kept", 132.5);
+    // The distributed array doubled by the program between.
+    restarts("restart_doubled", 252.5);
+}
+
+/// Runs job `name` (its last program needs the predefined `factor`, missing), restarts it
+/// with `factor=2` and checks the last program's `sum`.
+fn restarts(name: &str, sum: f64) {
     for (w, s) in [("1", "0"), ("2", "2")] {
-        let dir = scratch(&format!("restart-{w}{s}"));
-        let job = root().join("tests/failures/restart.toml");
+        let dir = scratch(&format!("{name}-{w}{s}"));
+        let job = root().join(format!("tests/failures/{name}.toml"));
         let job = job.to_string_lossy();
         let ranks = ["--workers", w, "--servers", s];
         let mut args = vec![job.as_ref()];
@@ -283,10 +301,8 @@ fn a_failed_job_restarts_from_its_last_completed_program() {
         let d: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(&dump).expect("dump")).expect("json");
         let programs = d["programs"].as_array().expect("programs");
-        assert_eq!(programs.len(), 1, "only the second program runs again");
-        // 2 * (10 + 20 + 30) from the restored distributed array, 1 + 2 + 3 from the static
-        // array, 6.5 from the scalar.
-        assert_eq!(programs[0]["scalars"]["sum"], 132.5);
+        assert_eq!(programs.len(), 1, "only the last program runs again");
+        assert_eq!(programs[0]["scalars"]["sum"], sum);
         assert!(
             !dir.join("sial-jobs").join(&id).exists(),
             "a completed job removes its checkpoints"

@@ -24,8 +24,9 @@ pub struct Solo<'p, 'e> {
     busy: Duration,
     saved: Saved,
     spill: Spill,
-    /// Sees the saved arrays at the end of each program, before the end is acknowledged.
-    at_end: &'e mut dyn FnMut(&Saved) -> Result<()>,
+    /// Sees the saved arrays at the end of each program, and whether the program changed them,
+    /// before the end is acknowledged.
+    at_end: &'e mut dyn FnMut(&Saved, bool) -> Result<()>,
     replies: VecDeque<ToWorker>,
 }
 
@@ -35,7 +36,7 @@ impl<'p, 'e> Solo<'p, 'e> {
         setup: &'p Setup,
         saved: Saved,
         spill: Spill,
-        at_end: &'e mut dyn FnMut(&Saved) -> Result<()>,
+        at_end: &'e mut dyn FnMut(&Saved, bool) -> Result<()>,
     ) -> Solo<'p, 'e> {
         Solo {
             programs,
@@ -83,7 +84,7 @@ impl WorkerLink for Solo<'_, '_> {
         self.busy += started.elapsed();
         if flow == Flow::End {
             self.busy = Duration::ZERO;
-            (self.at_end)(&self.saved)?;
+            (self.at_end)(&self.saved, server.changed_saved())?;
             self.server = None;
             self.finished += 1;
         }

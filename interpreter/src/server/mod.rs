@@ -36,6 +36,8 @@ pub struct Server<'p> {
     store: BlockStore,
     section: u32,
     marks: Vec<(u32, String)>,
+    /// The program's end changed the saved arrays ([`Server::changed_saved`]).
+    changed_saved: bool,
     once: OncePerStep,
     gate: gate::Gate,
     stats: ServerStats,
@@ -85,6 +87,7 @@ impl<'p> Server<'p> {
             store: BlockStore::new(rank, arrays, spill),
             section: 0,
             marks: Vec::new(),
+            changed_saved: false,
             once: OncePerStep::default(),
             gate: gate::Gate::default(),
             stats: ServerStats::default(),
@@ -102,6 +105,13 @@ impl<'p> Server<'p> {
     /// link measures it.
     pub fn set_busy(&mut self, busy: Duration) {
         self.stats.busy_seconds = busy.as_secs_f64();
+    }
+
+    /// Whether the program's end changed the saved arrays: saved one under a new label, or
+    /// other blocks or values under an old one (ACES4's programs save the arrays they restored
+    /// again, most of them unchanged).
+    pub fn changed_saved(&self) -> bool {
+        self.changed_saved
     }
 
     /// The figures so far, disk included.
@@ -254,6 +264,9 @@ impl<'p> Server<'p> {
                 // chemistry programs pass amplitudes and integrals on under the same labels.
                 for (array, label) in std::mem::take(&mut self.marks) {
                     let blocks = self.all_blocks(array)?.into_iter().collect();
+                    self.changed_saved |= saved
+                        .get(&label)
+                        .is_none_or(|old| !same_blocks(old, &blocks));
                     saved.insert(label, blocks);
                 }
                 self.store.clear();
@@ -489,6 +502,21 @@ impl<'p> Server<'p> {
     }
 }
 
+/// Whether two saved arrays hold the same blocks, bit for bit.
+fn same_blocks(a: &HashMap<BlockKey, Arc<Block>>, b: &HashMap<BlockKey, Arc<Block>>) -> bool {
+    a.len() == b.len()
+        && a.iter().all(|(key, x)| {
+            b.get(key).is_some_and(|y| {
+                x.shape == y.shape
+                    && x.data.len() == y.data.len()
+                    && x.data
+                        .iter()
+                        .zip(&y.data)
+                        .all(|(p, q)| p.to_bits() == q.to_bits())
+            })
+        })
+}
+
 /// Moves a block's consistency state for an access of `from` (a block of an earlier section
 /// starts afresh); a race is an error naming both workers.
 fn step(
@@ -535,15 +563,16 @@ fn step(
 }
 
 /// Runs a server for one program, whose arrays have `blocks[a]` blocks (see
-/// [`Server::expecting`]): requests until `EndProgram`. `at_end` sees the saved arrays
-/// before the end is acknowledged (checkpoints are written there).
+/// [`Server::expecting`]): requests until `EndProgram`. `at_end` sees the saved arrays, and
+/// whether this program changed them ([`Server::changed_saved`]), before the end is
+/// acknowledged (checkpoints are written there).
 pub fn serve(
     program: &Program,
     blocks: &[u64],
     link: &mut dyn crate::cluster::ServerLink,
     saved: &mut Saved,
     spill: &Spill,
-    at_end: &mut dyn FnMut(&Saved) -> Result<()>,
+    at_end: &mut dyn FnMut(&Saved, bool) -> Result<()>,
 ) -> Result<ServerStats> {
     let mut server =
         Server::new(program, link.rank(), spill.clone()).expecting(blocks, link.servers());
@@ -563,7 +592,7 @@ pub fn serve(
             Ok(())
         })?;
         if flow == Flow::End {
-            at_end(saved)?;
+            at_end(saved, server.changed_saved())?;
         }
         for (w, m) in replies {
             link.send(w, m)?;
@@ -667,6 +696,61 @@ mod tests {
         assert!(send(&mut server, put(1, 2.0)).is_empty());
         let replies = send(&mut server, ToServer::Sync { from: from(1, 0) });
         assert_eq!(replies, vec![(0, vec![2.0, 2.0])]);
+    }
+
+    /// A program's end changes the saved arrays where it saves a new label, or other values
+    /// under an old one; an array restored and saved again unchanged leaves them as they were
+    /// (its checkpoint need not be written again).
+    #[test]
+    fn saving_a_restored_array_unchanged_changes_nothing() {
+        let program = one_distributed_array();
+        let mut saved = Saved::new();
+        let from = Origin {
+            worker: 0,
+            section: 0,
+            line: 1,
+        };
+        let label = || "t2".to_string();
+        // One program: `restore` (where `restore_from` is set), a put of `value` (where set),
+        // `set_persistent` and the end; whether the end changed the saved arrays.
+        let mut run = |restore_from: bool, value: Option<f64>| {
+            let mut server = Server::new(&program, 0, blocks::Spill::default());
+            let mut messages = Vec::new();
+            if restore_from {
+                messages.push(ToServer::RestorePersistent {
+                    from,
+                    array: 0,
+                    label: label(),
+                });
+            }
+            if let Some(v) = value {
+                messages.push(ToServer::Put {
+                    from,
+                    array: 0,
+                    key: key(),
+                    shape: [2].into(),
+                    op: PutOp::Replace,
+                    payload: Payload::Block(vec![v, -0.0]),
+                });
+            }
+            messages.push(ToServer::SetPersistent {
+                from,
+                array: 0,
+                label: label(),
+            });
+            messages.push(ToServer::EndProgram { from });
+            for m in messages {
+                server
+                    .handle(m, &mut saved, &mut |_, _| Ok(()))
+                    .expect("request");
+            }
+            server.changed_saved()
+        };
+        assert!(run(false, Some(1.0)), "a new label");
+        assert!(!run(true, None), "restored and saved again");
+        assert!(!run(false, Some(1.0)), "the same values put again");
+        assert!(run(true, Some(2.0)), "other values");
+        assert!(run(false, None), "no blocks where there were some");
     }
 
     /// A worker that is past a `delete` puts into the array before a slower worker's copy of

@@ -95,8 +95,8 @@ impl Lanes for Avx512 {
     /// strip (whose strips walk them tile after tile) go across the tiles: on a Zen 5, tile
     /// after tile each block loads where the blocks before it stored, modulo 4 KiB (source
     /// and destination at one offset in their pages), and strips ran the 24⁴ reversals and
-    /// their kin at 0.35–0.65 of memcpy hot, across them at 0.82–0.93 (`[3,1,2,0]` of 24⁴,
-    /// 32⁴ and 48⁴ from memory 0.51–0.56 → 0.83–1.01). Where the tiles' rows share an L2 set
+    /// their kin at 0.33–0.69 of memcpy hot, across them at 0.80–0.93 (`[3,1,2,0]` of 24⁴,
+    /// 32⁴ and 48⁴ from memory 0.54–0.58 → 0.78–1.04). Where the tiles' rows share an L2 set
     /// (32⁴: 256 KiB apart), the lines the L2 fetched along them were evicted before the
     /// passes across came back to them: they go across [`GROUP`] tiles at a time (32⁴
     /// `[3,1,2,0]` hot 0.46 across the whole batch, 0.85 in groups). A batch whose tiles'

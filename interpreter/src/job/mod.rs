@@ -256,16 +256,15 @@ impl Ranks<'_> {
     /// completes).
     fn server_checkpoint(&self, rank: usize) -> impl FnMut(&Saved, bool) -> Result<()> + '_ {
         let mut ended = 0;
-        let mut written = false;
         move |saved, changed| {
             ended += 1;
             let Some(dir) = &self.options().checkpoints else {
                 return Ok(());
             };
-            if ended == self.todo.len() || (written && !changed) {
+            // Past the first program of the run, whose end wrote the file (it was not the last).
+            if ended == self.todo.len() || (ended > 1 && !changed) {
                 return Ok(());
             }
-            written = true;
             dir.write_server(rank, saved)
         }
     }

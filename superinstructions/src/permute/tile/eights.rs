@@ -659,8 +659,9 @@ mod tests {
     }
 
     /// Beyond L2, a batch of tiles side by side in the destination goes in strips on Intel's
-    /// CPUs; elsewhere across the tiles (24⁴ `[3,1,2,0]`), unless the tiles' sources lie a
-    /// multiple of AMD's L2 set period apart (32⁴ `[1,3,0,2]`).
+    /// CPUs; elsewhere across the tiles (24⁴ `[3,1,2,0]`), in groups where the tiles' rows
+    /// share an L2 set (32⁴ `[3,1,2,0]`), and in strips where the tiles' sources do (32⁴
+    /// `[1,3,0,2]`) or the tiles are longer than a strip.
     #[test]
     fn batches_beyond_l2_go_across_off_intel_unless_they_share_l2_sets() {
         let batch = |(na, nb, src_row, dst_row): (usize, usize, usize, usize), n, ss| {

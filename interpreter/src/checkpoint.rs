@@ -1,6 +1,7 @@
 //! Restart (SIAL-SPEC §7.11): after every program of a job of several programs, worker 0 writes
 //! how many programs are complete with its saved scalars and static arrays, and each server
-//! writes the arrays it saved. `sial run --restart JOBID` reads them back and starts at the
+//! writes the arrays it saved (after the run's first program and wherever a later one changed
+//! them, never after the job's last: `job::Ranks::server_checkpoint`). `sial run --restart JOBID` reads them back and starts at the
 //! first program not completed. Files live in `<work dir>/sial-jobs/JOBID/`; a job that
 //! completes removes its files. Each file is written to a temporary name and renamed, so a
 //! crash never leaves a half-written checkpoint.

@@ -247,6 +247,73 @@ fn a_restart_reads_the_saved_arrays_of_the_last_completed_program() {
     restarts("restart_doubled", 252.5);
 }
 
+/// A job that fails twice: the second restart reads the array that neither the restart nor
+/// the program before it changed from the file the first run wrote, and the checkpoint of the
+/// restarted program writes only its new array.
+#[test]
+fn a_job_restarted_twice_reads_arrays_written_before_the_first_restart() {
+    for (w, s) in [("1", "0"), ("2", "2")] {
+        let dir = scratch(&format!("restart-twice-{w}{s}"));
+        let job = root().join("tests/failures/restart_twice.toml");
+        let job = job.to_string_lossy();
+        let mut args = vec![job.as_ref(), "--workers", w, "--servers", s];
+        let (ok, err) = sial_in(&dir, &args);
+        assert!(
+            !ok && err.contains("Could not find predefined integer : stage"),
+            "{err}"
+        );
+        let id = err
+            .split("--restart ")
+            .nth(1)
+            .and_then(|r| r.split_whitespace().next())
+            .unwrap_or_else(|| panic!("no restart hint in {err}"))
+            .to_string();
+        let checkpoints = dir.join("sial-jobs").join(&id);
+        // The servers' array files (`server-RANK.N`) and their bytes.
+        let arrays = || {
+            let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(&checkpoints)
+                .expect("checkpoints")
+                .map(|e| e.expect("entry"))
+                .filter(|e| e.file_name().to_string_lossy().contains('.'))
+                .map(|e| {
+                    let bytes = std::fs::read(e.path()).expect("file");
+                    (e.file_name().to_string_lossy().into_owned(), bytes)
+                })
+                .collect();
+            files.sort();
+            files
+        };
+        let first = arrays();
+        assert!(!first.is_empty());
+        args.extend(["--restart", &id, "--set", "stage=3"]);
+        let (ok, err) = sial_in(&dir, &args);
+        assert!(
+            !ok && err.contains("Could not find predefined integer : factor"),
+            "{err}"
+        );
+        let second = arrays();
+        for file in &first {
+            assert!(second.contains(file), "{} was written again", file.0);
+        }
+        assert!(second.len() > first.len(), "the new array has its files");
+        let dump = dir.join("dump.json");
+        let dump_s = dump.to_string_lossy();
+        args.extend(["--set", "factor=2", "--dump", &dump_s]);
+        let (ok, err) = sial_in(&dir, &args);
+        assert!(ok, "{err}");
+        let d: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&dump).expect("dump")).expect("json");
+        let programs = d["programs"].as_array().expect("programs");
+        assert_eq!(programs.len(), 1, "only the last program runs again");
+        // The doubled array as in restart_doubled.
+        assert_eq!(programs[0]["scalars"]["sum"], 252.5);
+        assert!(
+            !checkpoints.exists(),
+            "a completed job removes its checkpoints"
+        );
+    }
+}
+
 /// Runs job `name` (its last program needs the predefined `factor`, missing), restarts it
 /// with `factor=2` and checks the last program's `sum`.
 fn restarts(name: &str, sum: f64) {

@@ -1,10 +1,13 @@
 //! Restart (SIAL-SPEC §7.11): after every program of a job of several programs, worker 0 writes
 //! how many programs are complete with its saved scalars and static arrays, and each server
-//! writes the arrays it saved (after the run's first program and wherever a later one changed
-//! them, never after the job's last: `job::Ranks::server_checkpoint`). `sial run --restart JOBID` reads them back and starts at the
-//! first program not completed. Files live in `<work dir>/sial-jobs/JOBID/`; a job that
-//! completes removes its files. Each file is written to a temporary name and renamed, so a
-//! crash never leaves a half-written checkpoint.
+//! writes the arrays it saved: one file per label (`server-RANK.N`), written where the label
+//! is new or the program changed its blocks, and a list of the labels' files (`server-RANK`),
+//! never after the job's last program (`job::Ranks::server_checkpoint`). An array saved once
+//! and restored unchanged by every later program, as integrals are, is written once.
+//! `sial run --restart JOBID` reads them back and starts at the first program not completed.
+//! Files live in `<work dir>/sial-jobs/JOBID/`; a job that completes removes its files. Each
+//! file is written to a temporary name and renamed, a server's list after the files it names,
+//! so a crash never leaves a half-written checkpoint.
 //!
 //! A file is a magic number, a format version, the contents encoded with postcard and a CRC-32
 //! of the contents: a damaged or foreign file is an error that names it, and is left in place.
@@ -22,8 +25,9 @@ use std::sync::Arc;
 
 const WORKER_MAGIC: &[u8; 8] = b"SIALWCK\x02";
 const SERVER_MAGIC: &[u8; 8] = b"SIALSCK\x02";
+const ARRAY_MAGIC: &[u8; 8] = b"SIALACK\x02";
 /// Bumped whenever the contents of a checkpoint file change.
-const VERSION: u32 = 2;
+const VERSION: u32 = 3;
 
 /// A new job id: the start time and the process id.
 pub fn new_job_id() -> String {
@@ -85,10 +89,28 @@ struct WorkerFile<S, B> {
     statics: Vec<(S, B)>,
 }
 
-/// A server's file, written and read as [`WorkerFile`] is.
+/// A server's list: each label it saved and the number of the file holding its blocks.
 #[derive(Serialize, Deserialize)]
-struct ServerFile<S, B> {
-    arrays: Vec<(S, Vec<(BlockKey, B)>)>,
+struct ServerFile<S> {
+    arrays: Vec<(S, u64)>,
+}
+
+/// One saved array of a server, written and read as [`WorkerFile`] is.
+#[derive(Serialize, Deserialize)]
+struct ArrayFile<S, B> {
+    label: S,
+    blocks: Vec<(BlockKey, B)>,
+}
+
+/// What a server's checkpoint holds on disk: the file of each label, and the next file's
+/// number. A restart starts from those of the run before, so that arrays it does not change
+/// are not written again.
+#[derive(Debug, Default)]
+pub struct ServerFiles {
+    files: std::collections::BTreeMap<String, u64>,
+    next: u64,
+    /// Whether the list is on disk (a job's first program may save nothing).
+    listed: bool,
 }
 
 /// The file under the buffer that encoding writes to: the CRC-32 of what reaches it, computed on
@@ -153,6 +175,11 @@ fn encode(
     encoded.map_err(|e| std::io::Error::other(format!("internal: checkpoint encoding: {e}")))?;
     flushed?;
     file.write_all(&crc.finalize().to_le_bytes())
+}
+
+/// The name of server `rank`'s file number `n`, which holds one saved array.
+fn array_file(rank: usize, n: u64) -> String {
+    format!("server-{rank}.{n}")
 }
 
 fn io_error(path: &Path, what: &str, e: impl std::fmt::Display) -> RuntimeError {
@@ -288,49 +315,100 @@ impl JobDir {
         })
     }
 
-    pub fn write_server(&self, rank: usize, saved: &Saved) -> Result<()> {
-        let mut arrays: Vec<_> = saved
-            .iter()
-            .map(|(label, blocks)| {
-                let mut blocks: Vec<_> = blocks.iter().map(|(k, b)| (*k, &**b)).collect();
-                blocks.sort_by_key(|(k, _)| *k);
-                (label.as_str(), blocks)
-            })
+    /// Server `rank`'s checkpoint of `saved`, where `changed` names the labels whose blocks
+    /// the program just ended changed: the arrays not on disk yet or changed are written, each
+    /// to a new file, then the list, then the replaced files are removed. Nothing is written
+    /// where the list on disk holds every array as it is. A failure leaves the checkpoint on
+    /// disk as it was.
+    pub fn write_server(
+        &self,
+        rank: usize,
+        on_disk: &mut ServerFiles,
+        saved: &Saved,
+        changed: &std::collections::BTreeSet<String>,
+    ) -> Result<()> {
+        let mut stale: Vec<&String> = saved
+            .keys()
+            .filter(|l| changed.contains(*l) || !on_disk.files.contains_key(*l))
             .collect();
-        arrays.sort_by(|a, b| a.0.cmp(b.0));
-        self.write(
-            &format!("server-{rank}"),
-            SERVER_MAGIC,
-            &ServerFile { arrays },
-        )
+        if stale.is_empty() && on_disk.listed {
+            return Ok(());
+        }
+        stale.sort();
+        let mut files = on_disk.files.clone();
+        let mut replaced = Vec::new();
+        for label in stale {
+            let n = on_disk.next;
+            on_disk.next += 1;
+            let mut blocks: Vec<_> = saved[label].iter().map(|(k, b)| (*k, &**b)).collect();
+            blocks.sort_by_key(|(k, _)| *k);
+            let array = ArrayFile {
+                label: label.as_str(),
+                blocks,
+            };
+            self.write(&array_file(rank, n), ARRAY_MAGIC, &array)?;
+            replaced.extend(files.insert(label.clone(), n));
+        }
+        let list = ServerFile {
+            arrays: files.iter().map(|(l, n)| (l.as_str(), *n)).collect(),
+        };
+        self.write(&format!("server-{rank}"), SERVER_MAGIC, &list)?;
+        on_disk.files = files;
+        on_disk.listed = true;
+        for n in replaced {
+            let _ = std::fs::remove_file(self.path.join(array_file(rank, n)));
+        }
+        Ok(())
     }
 
-    pub fn read_server(&self, rank: usize) -> Result<Saved> {
-        let f: ServerFile<String, Block> = self.read(&format!("server-{rank}"), SERVER_MAGIC)?;
-        Ok(f.arrays
-            .into_iter()
-            .map(|(label, blocks)| {
-                (
-                    label,
-                    blocks.into_iter().map(|(k, b)| (k, Arc::new(b))).collect(),
-                )
-            })
-            .collect())
+    /// The arrays server `rank` saved, and the files that hold them.
+    pub fn read_server(&self, rank: usize) -> Result<(Saved, ServerFiles)> {
+        let list: ServerFile<String> = self.read(&format!("server-{rank}"), SERVER_MAGIC)?;
+        let mut saved = Saved::new();
+        let mut on_disk = ServerFiles {
+            listed: true,
+            ..ServerFiles::default()
+        };
+        for (label, n) in list.arrays {
+            let name = array_file(rank, n);
+            let array: ArrayFile<String, Block> = self.read(&name, ARRAY_MAGIC)?;
+            if array.label != label {
+                return Err(io_error(
+                    &self.path.join(&name),
+                    &format!("cannot restart job {}: checkpoint", self.id),
+                    format!(
+                        "holds array {:?} where the server's list names {label:?} (the file is left in place)",
+                        array.label
+                    ),
+                ));
+            }
+            let blocks = array
+                .blocks
+                .into_iter()
+                .map(|(k, b)| (k, Arc::new(b)))
+                .collect();
+            saved.insert(label.clone(), blocks);
+            on_disk.next = on_disk.next.max(n + 1);
+            on_disk.files.insert(label, n);
+        }
+        Ok((saved, on_disk))
     }
 
     /// The job completed: its checkpoints are no longer needed. Only the files sial writes are
-    /// removed (`worker`, `server-N` and their temporaries), then the folders if that left
-    /// them empty.
+    /// removed (`worker`, `server-N`, `server-N.M` and their temporaries), then the folders if
+    /// that left them empty.
     pub fn remove(&self) {
         if let Ok(entries) = std::fs::read_dir(&self.path) {
             for e in entries.flatten() {
                 let name = e.file_name();
                 let name = name.to_string_lossy();
                 let base = name.strip_suffix(".tmp").unwrap_or(&name);
+                let number = |r: &str| !r.is_empty() && r.bytes().all(|b| b.is_ascii_digit());
                 let ours = base == "worker"
-                    || base
-                        .strip_prefix("server-")
-                        .is_some_and(|r| !r.is_empty() && r.bytes().all(|b| b.is_ascii_digit()));
+                    || base.strip_prefix("server-").is_some_and(|r| {
+                        let (rank, file) = r.split_once('.').unwrap_or((r, "0"));
+                        number(rank) && number(file)
+                    });
                 if ours && e.file_type().is_ok_and(|t| t.is_file()) {
                     let _ = std::fs::remove_file(e.path());
                 }
@@ -347,6 +425,7 @@ impl JobDir {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeSet;
 
     /// The file is the contents encoded whole, as a restart reads them: streaming changes
     /// nothing of the format.
@@ -372,26 +451,38 @@ mod tests {
             .into(),
         );
         saved.insert("a".into(), [(key(1), Arc::new(block(1)))].into());
-        job.write_server(0, &saved).expect("write");
-        let whole = ServerFile {
-            arrays: vec![
-                ("a".to_string(), vec![(key(1), block(1))]),
-                (
-                    "b".to_string(),
-                    vec![(key(1), block(70_000)), (key(2), block(3))],
-                ),
-            ],
+        job.write_server(0, &mut ServerFiles::default(), &saved, &BTreeSet::new())
+            .expect("write");
+        let file = |magic: &[u8; 8], payload: Vec<u8>| {
+            let mut expected = magic.to_vec();
+            expected.extend_from_slice(&VERSION.to_le_bytes());
+            expected.extend_from_slice(&payload);
+            expected.extend_from_slice(&crc32fast::hash(&payload).to_le_bytes());
+            expected
         };
-        let payload = postcard::to_stdvec(&whole).expect("encode");
-        let mut expected = SERVER_MAGIC.to_vec();
-        expected.extend_from_slice(&VERSION.to_le_bytes());
-        expected.extend_from_slice(&payload);
-        expected.extend_from_slice(&crc32fast::hash(&payload).to_le_bytes());
-        let written = std::fs::read(job.path().join("server-0")).expect("file");
-        assert!(
-            written == expected,
-            "the file differs from the whole encoding"
-        );
+        let b = ArrayFile {
+            label: "b",
+            blocks: vec![(key(1), block(70_000)), (key(2), block(3))],
+        };
+        let list = ServerFile {
+            arrays: vec![("a", 0), ("b", 1)],
+        };
+        for (name, expected) in [
+            (
+                "server-0.1",
+                file(ARRAY_MAGIC, postcard::to_stdvec(&b).expect("encode")),
+            ),
+            (
+                "server-0",
+                file(SERVER_MAGIC, postcard::to_stdvec(&list).expect("encode")),
+            ),
+        ] {
+            let written = std::fs::read(job.path().join(name)).expect("file");
+            assert!(
+                written == expected,
+                "{name} differs from the whole encoding"
+            );
+        }
         let _ = std::fs::remove_dir_all(&dir);
     }
 
@@ -411,15 +502,17 @@ mod tests {
         }
         let dir = std::env::temp_dir().join(format!("sial-ckpt-fail-{}", std::process::id()));
         let job = JobDir::new(&dir, "job-test");
-        let saved = Saved::new();
-        job.write_server(0, &saved).expect("write");
+        let mut on_disk = ServerFiles::default();
+        let none = BTreeSet::new();
+        job.write_server(0, &mut on_disk, &Saved::new(), &none)
+            .expect("write");
         let before = std::fs::read(job.path().join("server-0")).expect("file");
-        // A folder where the temporary file goes.
+        // A folder where the list's temporary file goes.
         std::fs::create_dir_all(job.path().join("server-0.tmp")).expect("dir");
         let mut more = Saved::new();
         more.insert("t".into(), std::collections::HashMap::new());
         let e = job
-            .write_server(0, &more)
+            .write_server(0, &mut on_disk, &more, &none)
             .expect_err("cannot write")
             .to_string();
         assert!(
@@ -430,6 +523,11 @@ mod tests {
             std::fs::read(job.path().join("server-0")).expect("file"),
             before
         );
+        // The array is still not on disk: the next checkpoint writes it.
+        std::fs::remove_dir(job.path().join("server-0.tmp")).expect("dir");
+        job.write_server(0, &mut on_disk, &more, &none)
+            .expect("write");
+        assert_eq!(job.read_server(0).expect("read").0.len(), 1);
         let _ = std::fs::remove_dir_all(&dir);
     }
 
@@ -467,23 +565,33 @@ mod tests {
             data: vec![1.0, 2.0, 3.0],
         };
         saved.insert("t2".into(), [(key, Arc::new(block.clone()))].into());
-        job.write_server(1, &saved).expect("write");
-        let back = job.read_server(1).expect("read");
+        job.write_server(1, &mut ServerFiles::default(), &saved, &BTreeSet::new())
+            .expect("write");
+        let (back, _) = job.read_server(1).expect("read");
         assert_eq!(*back["t2"][&key], block);
 
-        let file = job.path().join("server-1");
-        let bytes = std::fs::read(&file).expect("read");
-        std::fs::write(&file, &bytes[..bytes.len() - 3]).expect("truncate");
-        let err = job.read_server(1).expect_err("truncated");
-        assert!(err.to_string().contains("checksum does not match"), "{err}");
-        for at in [0, 9, 20, bytes.len() - 1] {
-            let mut b = bytes.clone();
-            b[at] ^= 0x10;
-            std::fs::write(&file, &b).expect("damage");
-            let err = job.read_server(1).expect_err("damaged");
-            assert!(err.to_string().contains("left in place"), "{err}");
-            assert!(file.exists());
+        for name in ["server-1.0", "server-1"] {
+            let file = job.path().join(name);
+            let bytes = std::fs::read(&file).expect("read");
+            std::fs::write(&file, &bytes[..bytes.len() - 3]).expect("truncate");
+            let err = job.read_server(1).expect_err("truncated").to_string();
+            assert!(
+                err.contains("checksum does not match") && err.contains(name),
+                "{err}"
+            );
+            for at in [0, 9, 20, bytes.len() - 1] {
+                let mut b = bytes.clone();
+                b[at] ^= 0x10;
+                std::fs::write(&file, &b).expect("damage");
+                let err = job.read_server(1).expect_err("damaged");
+                assert!(err.to_string().contains("left in place"), "{err}");
+                assert!(file.exists());
+            }
+            std::fs::write(&file, &bytes).expect("mend");
         }
+        std::fs::remove_file(job.path().join("server-1.0")).expect("remove");
+        let err = job.read_server(1).expect_err("missing array").to_string();
+        assert!(err.contains("server-1.0"), "{err}");
         let err = job.read_server(7).expect_err("missing");
         assert!(
             err.to_string().contains("cannot restart job job-test"),
@@ -516,14 +624,15 @@ mod tests {
             .collect();
         let label = "l".repeat(5000);
         saved.insert(label.clone(), blocks.clone());
-        job.write_server(0, &saved).expect("write");
-        let back = job.read_server(0).expect("read");
+        job.write_server(0, &mut ServerFiles::default(), &saved, &BTreeSet::new())
+            .expect("write");
+        let (back, _) = job.read_server(0).expect("read");
         assert_eq!(back.len(), 1);
         for (k, b) in &blocks {
             assert_eq!(*back[&label][k], **b);
         }
         // The right header and checksum around a payload that does not decode.
-        let file = job.path().join("server-0");
+        let file = job.path().join("server-0.0");
         let mut bytes = std::fs::read(&file).expect("read")[..12].to_vec();
         let payload = [0xffu8; 40];
         bytes.extend_from_slice(&payload);
@@ -532,6 +641,80 @@ mod tests {
         let err = job.read_server(0).expect_err("garbage").to_string();
         assert!(
             err.contains("damaged:") && err.contains("left in place"),
+            "{err}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// An array already on disk is written again only where a program changed it; the file it
+    /// replaces goes; a restart goes on from the files on disk, numbering new ones after them.
+    #[test]
+    fn only_new_and_changed_arrays_are_written_again() {
+        let dir = std::env::temp_dir().join(format!("sial-ckpt-labels-{}", std::process::id()));
+        let job = JobDir::new(&dir, "job-test");
+        let key = BlockKey {
+            segments: [1; 6],
+            parents: [0; 6],
+        };
+        let array = |v: f64| -> std::collections::HashMap<_, _> {
+            [(
+                key,
+                Arc::new(Block {
+                    shape: [2].into(),
+                    data: vec![v, -v],
+                }),
+            )]
+            .into()
+        };
+        let files = || {
+            let mut names: Vec<String> = std::fs::read_dir(job.path())
+                .expect("folder")
+                .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+                .collect();
+            names.sort();
+            names
+        };
+        let changed = |labels: &[&str]| labels.iter().map(|l| l.to_string()).collect();
+        let mut saved = Saved::new();
+        saved.insert("integrals".into(), array(1.0));
+        saved.insert("t2".into(), array(2.0));
+        let mut on_disk = ServerFiles::default();
+        job.write_server(0, &mut on_disk, &saved, &changed(&["integrals", "t2"]))
+            .expect("write");
+        assert_eq!(files(), ["server-0", "server-0.0", "server-0.1"]);
+        let integrals = std::fs::read(job.path().join("server-0.0")).expect("file");
+
+        saved.insert("t2".into(), array(3.0));
+        job.write_server(0, &mut on_disk, &saved, &changed(&["t2"]))
+            .expect("write");
+        assert_eq!(files(), ["server-0", "server-0.0", "server-0.2"]);
+        assert_eq!(
+            std::fs::read(job.path().join("server-0.0")).expect("file"),
+            integrals
+        );
+        // Nothing changed: nothing written.
+        std::fs::remove_file(job.path().join("server-0")).expect("remove");
+        job.write_server(0, &mut on_disk, &saved, &changed(&[]))
+            .expect("write");
+        assert_eq!(files(), ["server-0.0", "server-0.2"]);
+        job.write_server(0, &mut on_disk, &saved, &changed(&["t2"]))
+            .expect("write");
+
+        let (back, mut on_disk) = job.read_server(0).expect("read");
+        assert_eq!(back["t2"][&key].data, [3.0, -3.0]);
+        assert_eq!(back["integrals"][&key].data, [1.0, -1.0]);
+        saved.insert("t1".into(), array(4.0));
+        job.write_server(0, &mut on_disk, &saved, &changed(&[]))
+            .expect("write");
+        assert_eq!(
+            files(),
+            ["server-0", "server-0.0", "server-0.3", "server-0.4"]
+        );
+        // A file that holds another array than the list names is damage.
+        std::fs::copy(job.path().join("server-0.4"), job.path().join("server-0.0")).expect("copy");
+        let err = job.read_server(0).expect_err("swapped").to_string();
+        assert!(
+            err.contains("server-0.0") && err.contains("holds array \"t1\""),
             "{err}"
         );
         let _ = std::fs::remove_dir_all(&dir);
@@ -565,13 +748,25 @@ mod tests {
         let job = JobDir::new(&dir, "job-1-2");
         job.write_worker(&WorkerCheckpoint::default())
             .expect("write");
-        job.write_server(0, &Saved::new()).expect("write");
-        let mine = job.path().join("notes.txt");
-        std::fs::write(&mine, "a user's file").expect("write");
+        let mut saved = Saved::new();
+        saved.insert("t".into(), std::collections::HashMap::new());
+        job.write_server(0, &mut ServerFiles::default(), &saved, &BTreeSet::new())
+            .expect("write");
+        let mine: Vec<_> = ["notes.txt", "server-0.notes", "server-.1", "server-0."]
+            .iter()
+            .map(|name| job.path().join(name))
+            .collect();
+        for file in &mine {
+            std::fs::write(file, "a user's file").expect("write");
+        }
+        std::fs::write(job.path().join("server-0.7.tmp"), "a crash's").expect("write");
         job.remove();
-        assert!(mine.exists());
-        assert!(!job.path().join("worker").exists());
-        assert!(!job.path().join("server-0").exists());
+        for file in &mine {
+            assert!(file.exists(), "{}", file.display());
+        }
+        for ours in ["worker", "server-0", "server-0.0", "server-0.7.tmp"] {
+            assert!(!job.path().join(ours).exists(), "{ours}");
+        }
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

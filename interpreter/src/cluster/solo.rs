@@ -10,7 +10,7 @@ use crate::server::blocks::Spill;
 use crate::server::{Flow, Saved, Server};
 use crate::setup::Setup;
 use sial_bytecode::Program;
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
 
 pub struct Solo<'p, 'e> {
@@ -24,9 +24,9 @@ pub struct Solo<'p, 'e> {
     busy: Duration,
     saved: Saved,
     spill: Spill,
-    /// Sees the saved arrays at the end of each program, and whether the program changed them,
-    /// before the end is acknowledged.
-    at_end: &'e mut dyn FnMut(&Saved, bool) -> Result<()>,
+    /// Sees the saved arrays at the end of each program, and the labels whose arrays the
+    /// program changed, before the end is acknowledged.
+    at_end: &'e mut dyn FnMut(&Saved, &BTreeSet<String>) -> Result<()>,
     replies: VecDeque<ToWorker>,
 }
 
@@ -36,7 +36,7 @@ impl<'p, 'e> Solo<'p, 'e> {
         setup: &'p Setup,
         saved: Saved,
         spill: Spill,
-        at_end: &'e mut dyn FnMut(&Saved, bool) -> Result<()>,
+        at_end: &'e mut dyn FnMut(&Saved, &BTreeSet<String>) -> Result<()>,
     ) -> Solo<'p, 'e> {
         Solo {
             programs,

@@ -14,7 +14,7 @@ mod mpi_stats;
 mod solo;
 mod threads;
 
-use crate::checkpoint::{JobDir, WorkerCheckpoint};
+use crate::checkpoint::{JobDir, ServerFiles, WorkerCheckpoint};
 use crate::cluster::message::ServerStats;
 use crate::cluster::{ServerLink, WorkerLink};
 use crate::error::{Result, RuntimeError};
@@ -25,6 +25,7 @@ use crate::setup::Setup;
 use crate::specials::Registry;
 use crate::worker::{Done, Env, FinalState, Worker, WorkerStats};
 use sial_bytecode::Program;
+use std::collections::BTreeSet;
 use std::io::Write;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -239,33 +240,37 @@ impl Ranks<'_> {
         self.options().fault == Some(Fault::ServerPanic(rank))
     }
 
-    /// The arrays server `rank` starts the job with: those of the checkpoint when restarting.
-    fn saved_at_start(&self, rank: usize) -> Result<Saved> {
+    /// The arrays server `rank` starts the job with, and where they are on disk: those of the
+    /// checkpoint when restarting.
+    fn saved_at_start(&self, rank: usize) -> Result<(Saved, ServerFiles)> {
         match &self.options().restart {
             Some(dir) => dir.read_server(rank),
-            None => Ok(Saved::new()),
+            None => Ok((Saved::new(), ServerFiles::default())),
         }
     }
 
     /// What server `rank` does at the end of each program, before acknowledging it: write
-    /// its checkpoint, given the arrays saved so far and whether the program changed them.
-    /// Its first checkpoint of the run is always written; a later one only where the program
-    /// changed the saved arrays (else the file holds them already: water/cc-pVTZ's CCSD(T)
-    /// job wrote the same 15.5 MB after each of its last three programs), and none after the
-    /// job's last program, which leaves nothing to restart (the job removes its files as it
+    /// its checkpoint, given the arrays saved so far, the labels whose arrays the program
+    /// changed, and the files already on disk (`on_disk`): the arrays new or changed, each in
+    /// its own file (water/cc-pVTZ's CCSD wrote its 14.4 MB of integrals again with its
+    /// 1.1 MB of amplitudes when a server's saved arrays were one file). None after the job's
+    /// last program, which leaves nothing to restart (the job removes its files as it
     /// completes).
-    fn server_checkpoint(&self, rank: usize) -> impl FnMut(&Saved, bool) -> Result<()> + '_ {
+    fn server_checkpoint(
+        &self,
+        rank: usize,
+        mut on_disk: ServerFiles,
+    ) -> impl FnMut(&Saved, &BTreeSet<String>) -> Result<()> + '_ {
         let mut ended = 0;
         move |saved, changed| {
             ended += 1;
             let Some(dir) = &self.options().checkpoints else {
                 return Ok(());
             };
-            // Past the first program of the run, whose end wrote the file (it was not the last).
-            if ended == self.todo.len() || (ended > 1 && !changed) {
+            if ended == self.todo.len() {
                 return Ok(());
             }
-            dir.write_server(rank, saved)
+            dir.write_server(rank, &mut on_disk, saved, changed)
         }
     }
 
@@ -273,9 +278,9 @@ impl Ranks<'_> {
     fn serve(&self, link: &mut dyn ServerLink) -> Result<()> {
         let rank = link.rank();
         crate::trace::track(&format!("server {rank}"));
-        let mut saved = self.saved_at_start(rank)?;
+        let (mut saved, on_disk) = self.saved_at_start(rank)?;
         let spill = self.options().spill(rank);
-        let mut at_end = self.server_checkpoint(rank);
+        let mut at_end = self.server_checkpoint(rank, on_disk);
         for program in self.todo {
             let blocks = crate::layout::block_counts(program, self.inputs.setup);
             serve(program, &blocks, link, &mut saved, &spill, &mut at_end)?;

@@ -16,8 +16,8 @@ impl Transport for Solo {
         out: &mut (dyn Write + Send),
         done: &mut Done<'_>,
     ) -> Result<Option<Figures>> {
-        let saved = ranks.saved_at_start(0)?;
-        let mut at_end = ranks.server_checkpoint(0);
+        let (saved, on_disk) = ranks.saved_at_start(0)?;
+        let mut at_end = ranks.server_checkpoint(0, on_disk);
         let spill = ranks.options().spill(0);
         let mut link = crate::cluster::solo::Solo::new(
             ranks.todo,

@@ -14,7 +14,7 @@ use blocks::{BlockStore, Slot, Spill};
 use race::{Access, Mode};
 use sial_bytecode::{ArrayKind, Program, PutOp};
 use sial_superinstructions as k;
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -36,8 +36,8 @@ pub struct Server<'p> {
     store: BlockStore,
     section: u32,
     marks: Vec<(u32, String)>,
-    /// The program's end changed the saved arrays ([`Server::changed_saved`]).
-    changed_saved: bool,
+    /// The labels whose arrays the program's end changed ([`Server::changed_saved`]).
+    changed_saved: BTreeSet<String>,
     once: OncePerStep,
     gate: gate::Gate,
     stats: ServerStats,
@@ -87,7 +87,7 @@ impl<'p> Server<'p> {
             store: BlockStore::new(rank, arrays, spill),
             section: 0,
             marks: Vec::new(),
-            changed_saved: false,
+            changed_saved: BTreeSet::new(),
             once: OncePerStep::default(),
             gate: gate::Gate::default(),
             stats: ServerStats::default(),
@@ -107,11 +107,11 @@ impl<'p> Server<'p> {
         self.stats.busy_seconds = busy.as_secs_f64();
     }
 
-    /// Whether the program's end changed the saved arrays: saved one under a new label, or
-    /// other blocks or values under an old one (ACES4's programs save the arrays they restored
-    /// again, most of them unchanged).
-    pub fn changed_saved(&self) -> bool {
-        self.changed_saved
+    /// The labels under which the program's end changed the saved arrays: new labels, and old
+    /// ones saved again with other blocks or values (ACES4's programs save the arrays they
+    /// restored again, most of them unchanged).
+    pub fn changed_saved(&self) -> &BTreeSet<String> {
+        &self.changed_saved
     }
 
     /// The figures so far, disk included.
@@ -264,9 +264,12 @@ impl<'p> Server<'p> {
                 // chemistry programs pass amplitudes and integrals on under the same labels.
                 for (array, label) in std::mem::take(&mut self.marks) {
                     let blocks = self.all_blocks(array)?.into_iter().collect();
-                    self.changed_saved |= saved
+                    if saved
                         .get(&label)
-                        .is_none_or(|old| !same_blocks(old, &blocks));
+                        .is_none_or(|old| !same_blocks(old, &blocks))
+                    {
+                        self.changed_saved.insert(label.clone());
+                    }
                     saved.insert(label, blocks);
                 }
                 self.store.clear();
@@ -564,7 +567,7 @@ fn step(
 
 /// Runs a server for one program, whose arrays have `blocks[a]` blocks (see
 /// [`Server::expecting`]): requests until `EndProgram`. `at_end` sees the saved arrays, and
-/// whether this program changed them ([`Server::changed_saved`]), before the end is
+/// the labels whose arrays this program changed ([`Server::changed_saved`]), before the end is
 /// acknowledged (checkpoints are written there).
 pub fn serve(
     program: &Program,
@@ -572,7 +575,7 @@ pub fn serve(
     link: &mut dyn crate::cluster::ServerLink,
     saved: &mut Saved,
     spill: &Spill,
-    at_end: &mut dyn FnMut(&Saved, bool) -> Result<()>,
+    at_end: &mut dyn FnMut(&Saved, &BTreeSet<String>) -> Result<()>,
 ) -> Result<ServerStats> {
     let mut server =
         Server::new(program, link.rank(), spill.clone()).expecting(blocks, link.servers());
@@ -744,13 +747,17 @@ mod tests {
                     .handle(m, &mut saved, &mut |_, _| Ok(()))
                     .expect("request");
             }
-            server.changed_saved()
+            server.changed_saved().iter().cloned().collect::<Vec<_>>()
         };
-        assert!(run(false, Some(1.0)), "a new label");
-        assert!(!run(true, None), "restored and saved again");
-        assert!(!run(false, Some(1.0)), "the same values put again");
-        assert!(run(true, Some(2.0)), "other values");
-        assert!(run(false, None), "no blocks where there were some");
+        let changed = vec![label()];
+        assert_eq!(run(false, Some(1.0)), changed, "a new label");
+        assert!(run(true, None).is_empty(), "restored and saved again");
+        assert!(
+            run(false, Some(1.0)).is_empty(),
+            "the same values put again"
+        );
+        assert_eq!(run(true, Some(2.0)), changed, "other values");
+        assert_eq!(run(false, None), changed, "no blocks where there were some");
     }
 
     /// A worker that is past a `delete` puts into the array before a slower worker's copy of

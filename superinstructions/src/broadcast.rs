@@ -532,13 +532,33 @@ mod avx512 {
         }
     }
 
+    /// The vector at `p`, the lanes of `mask`: unmasked where it is whole, as whole vectors are
+    /// written ([`group`]).
+    ///
+    /// # Safety
+    /// AVX-512F must be available and the lanes of `mask` readable.
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    unsafe fn load(mask: u8, p: *const f64) -> __m512d {
+        // SAFETY: the caller's contract.
+        unsafe {
+            if mask == u8::MAX {
+                _mm512_loadu_pd(p)
+            } else {
+                _mm512_maskz_loadu_pd(mask, p)
+            }
+        }
+    }
+
     /// `C` columns of [`products`] for `B` batch indices: their sums over every summed index,
     /// kept in registers, then written to dst at `out` (the masks keep the last vector inside
     /// the rows). Each broadcast element of the other block feeds the vectors of every batch
     /// index. One function that owns its sums from start to end, reading through shared
     /// references and writing through the exclusive one: sums that outlive the loop in an
     /// array, or reads through raw pointers from elsewhere, were kept in memory and stored
-    /// after every FMA (see `dot`).
+    /// after every FMA (see `dot`). Whole vectors are written unmasked: on Zen 5 a masked store
+    /// with every lane on, to lines not in the caches, held benzene's `abck = aeck * eb` (a
+    /// 2.3 MB dst) back 2.5× (docs/benchmarks.md, "... whole vectors written unmasked").
     ///
     /// # Safety
     /// As [`products`].
@@ -559,7 +579,7 @@ mod avx512 {
             unsafe {
                 let av: [[__m512d; V]; B] = std::array::from_fn(|b| {
                     let p = rp.add(row[b] + rs);
-                    std::array::from_fn(|v| _mm512_maskz_loadu_pd(masks[v], p.add(v * LANES)))
+                    std::array::from_fn(|v| load(masks[v], p.add(v * LANES)))
                 });
                 let ah: [[__m256d; H]; B] = std::array::from_fn(|b| {
                     let p = rp.add(row[b] + rs);
@@ -589,10 +609,13 @@ mod avx512 {
                         let s = if beta == 0.0 {
                             sums[b][v][c]
                         } else {
-                            let old = _mm512_maskz_loadu_pd(masks[v], p);
-                            _mm512_fmadd_pd(_mm512_set1_pd(beta), old, sums[b][v][c])
+                            _mm512_fmadd_pd(_mm512_set1_pd(beta), load(masks[v], p), sums[b][v][c])
                         };
-                        _mm512_mask_storeu_pd(p, masks[v], s);
+                        if masks[v] == u8::MAX {
+                            _mm512_storeu_pd(p, s);
+                        } else {
+                            _mm512_mask_storeu_pd(p, masks[v], s);
+                        }
                     }
                 }
                 for half in &halves[b] {

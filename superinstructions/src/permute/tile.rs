@@ -505,9 +505,11 @@ pub(super) fn copy_runs(
     #[cfg(target_arch = "x86_64")]
     // Runs of a multiple of 4 stay in 4-element moves, which cover them whole: in 8-element
     // moves 16⁴ `[0,2,3,1]` and 32⁴ `[0,2,3,1]` ran 1.15–1.2× as long, and the 12⁶ block's
-    // runs of 12 (an 8-element move and an overlapping one) 1.2× from memory.
+    // runs of 12 (an 8-element move and an overlapping one) 1.2× from memory. Runs of 8 take
+    // one move each: the 8⁶ block's `[0,2,1,4,3,5]` ran 1.2× as fast in L3 (docs/benchmarks.md,
+    // "Permutations: runs of 8 in one move on AMD").
     if wide_runs()
-        && !n.is_multiple_of(4)
+        && (!n.is_multiple_of(4) || n == 8)
         && runs_inside((dst.len(), src.len()), n, (doff, soff), next)
     {
         // SAFETY: AVX-512F is present (`wide_runs`), and every run lies inside its buffer.

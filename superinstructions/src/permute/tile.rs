@@ -266,8 +266,14 @@ pub(super) fn transpose_batch<S: Store>(
                 (Some((EightLanes::Avx, walk)), true) => {
                     eights::transpose_batch_avx::<true, false>(d, s, tile, batch, walk, a)
                 }
-                (None, false) => avx::transpose_batch::<false>(d, s, tile, batch.0, a),
-                (None, true) => avx::transpose_batch::<true>(d, s, tile, batch.0, a),
+                (None, add) => {
+                    // Blocks in L2 need no fetching ahead; small tiles would pay for it.
+                    let batch = (batch.0, if in_l2(dst) { Ahead(0) } else { batch.1 });
+                    match add {
+                        false => avx::transpose_batch::<false>(d, s, tile, batch, a),
+                        true => avx::transpose_batch::<true>(d, s, tile, batch, a),
+                    }
+                }
             }
         }
         return;
@@ -280,7 +286,8 @@ pub(super) fn transpose_batch<S: Store>(
 }
 
 /// Whether a destination (and so its source, as large) fits in L2 ([`crate::L2_BYTES`]): the
-/// 8 × 8 kernel's order for a batch depends on it.
+/// 8 × 8 kernel's order for a batch depends on it, and the 4 × 4 kernel fetches ahead only
+/// beyond it.
 #[cfg(target_arch = "x86_64")]
 fn in_l2(dst: &[f64]) -> bool {
     std::mem::size_of_val(dst) <= crate::L2_BYTES
@@ -292,7 +299,10 @@ fn in_l2(dst: &[f64]) -> bool {
 /// the hardware prefetchers follow; fetched a walk step ahead, those lines are in L2 when the
 /// kernel gets to them. On blocks in memory, 16⁴ and 24⁴ permutations ran up to 1.6× as fast
 /// (1.13× and 1.12× over all 24); on blocks in the caches nothing moved beyond the noise
-/// (docs/benchmarks.md, "Permutations: source lines fetched a step ahead").
+/// (docs/benchmarks.md, "Permutations: source lines fetched a step ahead"). The 4 × 4 kernel
+/// (sides not a multiple of 8) fetches each tile's rows ahead where the block is beyond L2:
+/// 31⁴ from memory and the 12⁶ block's `[2,1,0,5,4,3]` ran up to 1.4× as fast
+/// (docs/benchmarks.md, "Permutations: 4 × 4 tiles fetch ahead beyond L2").
 #[derive(Clone, Copy, Debug)]
 #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 pub(super) struct Ahead(pub usize);
@@ -695,8 +705,8 @@ mod avx512 {
 mod avx {
     use super::{Loop, Tile};
     use std::arch::x86_64::{
-        __m256d, _mm256_add_pd, _mm256_blendv_pd, _mm256_loadu_pd, _mm256_mul_pd,
-        _mm256_permute2f128_pd, _mm256_set1_pd, _mm256_storeu_pd, _mm256_stream_pd,
+        __m256d, _MM_HINT_T1, _mm_prefetch, _mm256_add_pd, _mm256_blendv_pd, _mm256_loadu_pd,
+        _mm256_mul_pd, _mm256_permute2f128_pd, _mm256_set1_pd, _mm256_storeu_pd, _mm256_stream_pd,
         _mm256_unpackhi_pd, _mm256_unpacklo_pd,
     };
 
@@ -768,12 +778,22 @@ mod avx {
         dst: *mut f64,
         src: *const f64,
         t: Tile,
-        batch: Loop,
+        (batch, ahead): (Loop, super::Ahead),
         alpha: f64,
     ) {
         for r in 0..batch.n {
+            let tile = t.along(batch, r);
+            if ahead.0 != 0 {
+                for i in 0..tile.na {
+                    // Hints, which neither read nor fault: the wrapping address may lie past
+                    // the source (the last batch's next).
+                    let row = src.wrapping_add(tile.s0 + i * tile.src_row + ahead.0);
+                    _mm_prefetch::<_MM_HINT_T1>(row.cast());
+                    _mm_prefetch::<_MM_HINT_T1>(row.wrapping_add(tile.nb - 1).cast());
+                }
+            }
             // SAFETY: the caller's contract, for each tile.
-            unsafe { transpose::<ADD>(dst, src, t.along(batch, r), alpha) };
+            unsafe { transpose::<ADD>(dst, src, tile, alpha) };
         }
     }
 

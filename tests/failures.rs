@@ -230,6 +230,24 @@ fn sial_in(dir: &std::path::Path, args: &[&str]) -> (bool, String) {
     (out.ok, out.stderr)
 }
 
+/// The job id of the `--restart` hint in a failed job's message.
+fn restart_id(err: &str) -> String {
+    err.split("--restart ")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no restart hint in {err}"))
+        .to_string()
+}
+
+/// The scalar `sum` of a restarted job's dump, which holds only its last program.
+fn last_sum(dump: &std::path::Path) -> f64 {
+    let d: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dump).expect("dump")).expect("json");
+    let programs = d["programs"].as_array().expect("programs");
+    assert_eq!(programs.len(), 1, "only the last program runs again");
+    programs[0]["scalars"]["sum"].as_f64().expect("sum")
+}
+
 #[test]
 fn a_failed_job_restarts_from_its_last_completed_program() {
     // 2 * (10 + 20 + 30) from the restored distributed array, 1 + 2 + 3 from the static
@@ -262,12 +280,7 @@ fn a_job_restarted_twice_reads_arrays_written_before_the_first_restart() {
             !ok && err.contains("Could not find predefined integer : stage"),
             "{err}"
         );
-        let id = err
-            .split("--restart ")
-            .nth(1)
-            .and_then(|r| r.split_whitespace().next())
-            .unwrap_or_else(|| panic!("no restart hint in {err}"))
-            .to_string();
+        let id = restart_id(&err);
         let checkpoints = dir.join("sial-jobs").join(&id);
         // The servers' array files (`server-RANK.N`) and their bytes.
         let arrays = || {
@@ -301,12 +314,8 @@ fn a_job_restarted_twice_reads_arrays_written_before_the_first_restart() {
         args.extend(["--set", "factor=2", "--dump", &dump_s]);
         let (ok, err) = sial_in(&dir, &args);
         assert!(ok, "{err}");
-        let d: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(&dump).expect("dump")).expect("json");
-        let programs = d["programs"].as_array().expect("programs");
-        assert_eq!(programs.len(), 1, "only the last program runs again");
         // The doubled array as in restart_doubled.
-        assert_eq!(programs[0]["scalars"]["sum"], 252.5);
+        assert_eq!(last_sum(&dump), 252.5);
         assert!(
             !checkpoints.exists(),
             "a completed job removes its checkpoints"
@@ -330,12 +339,7 @@ fn restarts(name: &str, sum: f64) {
             err.contains("Could not find predefined integer : factor"),
             "{err}"
         );
-        let id = err
-            .split("--restart ")
-            .nth(1)
-            .and_then(|r| r.split_whitespace().next())
-            .unwrap_or_else(|| panic!("no restart hint in {err}"))
-            .to_string();
+        let id = restart_id(&err);
         // Restarting with another number of servers is refused.
         let other = if s == "0" { "1" } else { "3" };
         let (ok, err) = sial_in(
@@ -365,11 +369,7 @@ fn restarts(name: &str, sum: f64) {
         args.extend(ranks);
         let (ok, err) = sial_in(&dir, &args);
         assert!(ok, "{err}");
-        let d: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(&dump).expect("dump")).expect("json");
-        let programs = d["programs"].as_array().expect("programs");
-        assert_eq!(programs.len(), 1, "only the last program runs again");
-        assert_eq!(programs[0]["scalars"]["sum"], sum);
+        assert_eq!(last_sum(&dump), sum);
         assert!(
             !dir.join("sial-jobs").join(&id).exists(),
             "a completed job removes its checkpoints"
@@ -398,12 +398,7 @@ fn restart_never_trusts_its_argument() {
 
     let (ok, err) = sial_in(&work, &[job.as_ref()]);
     assert!(!ok);
-    let id = err
-        .split("--restart ")
-        .nth(1)
-        .and_then(|r| r.split_whitespace().next())
-        .unwrap_or_else(|| panic!("no restart hint in {err}"))
-        .to_string();
+    let id = restart_id(&err);
     let checkpoints = work.join("sial-jobs").join(&id);
     let other = root().join("programs/scalar_arith.sial");
     let (ok, err) = sial_in(&work, &[other.to_string_lossy().as_ref(), "--restart", &id]);

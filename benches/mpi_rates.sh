@@ -13,14 +13,15 @@
 # RUNS rounds (each sial binary in turn, then rsmpi); the median of the rounds. One table per
 # sial binary.
 #   benches/mpi_rates.sh RUNS SIAL RAW_MPI [SIAL...]
-# (SIAL built with --features mpi; RAW_MPI: target/release/examples/raw_mpi)
+# (SIAL built with --features mpi; RAW_MPI: target/release/examples/raw_mpi). MPI_RATES_SIZES
+# ("BYTES:COUNT ...") measures other sizes than the default below.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . benches/common.sh
 runs=$1 raw=$3
 sials=("$2" "${@:4}")
 # bytes:count: 10^5 small blocks, 1 GiB of large ones
-sizes=(8:100000 64:100000 512:100000 4096:50000 262144:4096 1048576:1024 4194304:256)
+read -r -a sizes <<< "${MPI_RATES_SIZES:-8:100000 64:100000 512:100000 4096:50000 262144:4096 1048576:1024 4194304:256}"
 program=benches/rates.sial
 fills=$(phase_lines $program fills puts) puts=$(phase_lines $program puts gets)
 gets=$(phase_lines $program gets dots) dots=$(phase_lines $program dots end)

@@ -90,6 +90,17 @@ fn runs_per_pass(lane: usize, lines: usize, runs: usize) -> usize {
     if fit >= MIN_PASS { fit.min(runs) } else { runs }
 }
 
+/// Whether a result whose smaller side (rows or columns) is `narrow` takes this form. The
+/// kernel's 4 × 5 tile loads 9 vectors for 20 FMAs and keeps to 35–65 GF/s on a Zen 5 core
+/// whatever the shape, while a GEMM of copies gains with both sides of its result: measured
+/// side by side (docs/benchmarks.md, "Contractions as inner products: narrow results only"),
+/// the GEMM won from 11 columns where this form copies its far block (`ai = cadm * dicm` at
+/// benzene's 24 × 21: 1.19×) and from 36 where it reads both blocks in place (`minj = amcn *
+/// aicj`, 100 × 100: 1.16×); this form won at 10 and 25 (up to 1.7×).
+fn narrow_enough(narrow: usize, copies_far: bool) -> bool {
+    narrow <= if copies_far { 10 } else { 31 }
+}
+
 /// Bytes of runs per pass: half of L2.
 const PASS_BYTES: usize = crate::L2_BYTES / 2;
 /// Fewest pairs of runs per pass.
@@ -98,10 +109,11 @@ const MIN_PASS: usize = 32;
 impl Dot {
     /// The plan for blocks `b` (unit extents removed) with free groups `fl` (in left), `fr`
     /// (in right) and summed group `c`, where it was measured to win (docs/benchmarks.md,
-    /// "Contractions as inner products"): AVX-512 present; long sums for the size of the
-    /// result (`k ≥ 64` and `32 k ≥ m n`, for `m n ≤ 16384`), where a GEMM's copies of the
-    /// blocks cost more than its arithmetic; at least [`FEWER_ROWS`] rows; and a summed label of
-    /// unit stride, at least one vector long, in one block.
+    /// "Contractions as inner products", "... narrow results only"): AVX-512 present; long
+    /// sums for the size of the result (`k ≥ 64` and `32 k ≥ m n`, for `m n ≤ 16384`), where a
+    /// GEMM's copies of the blocks cost more than its arithmetic; a narrow result (see
+    /// [`narrow_enough`]); at least [`FEWER_ROWS`] rows; and a summed label of unit stride, at
+    /// least one vector long, in one block.
     pub(crate) fn new(b: &Blocks<'_>, fl: &[Dim], fr: &[Dim], c: &[Dim]) -> Option<Dot> {
         const MAX_DST: usize = 1 << 14;
         const MIN_SUM: usize = 64;
@@ -112,6 +124,7 @@ impl Dot {
         if !available() || dst > MAX_DST || k < MIN_SUM || SUM_PER_DST * k < dst {
             return None;
         }
+        let narrow = prod(fl).min(prod(fr));
         let lane_of = |block: &[Dim]| {
             block
                 .first()
@@ -149,6 +162,9 @@ impl Dot {
         } else {
             Some(Copy::new(far, &far_layout).ok()?)
         };
+        if !narrow_enough(narrow, far_copy.is_some()) {
+            return None;
+        }
         let plan = Dot {
             near_is_left,
             lane: lane.1,
@@ -730,5 +746,31 @@ mod tests {
         assert!(plan("mibc=aibn*amcn", &test_job).is_none());
         // Results past 16384 elements.
         assert!(plan("ab=cadm*dbcm", &|_| 200).is_none());
+    }
+
+    /// Results wide both ways take a GEMM: from 11 columns where the far block is copied, from
+    /// 32 where both are read in place.
+    #[test]
+    fn only_narrow_results_take_inner_products() {
+        let plan = |pattern: &str, occ: usize, virt: usize| {
+            let ext = |c: char| if "ijklmn".contains(c) { occ } else { virt };
+            let case = Letters::new(pattern, &ext);
+            let [fl, fr, c] = case.groups();
+            Dot::new(&case.blocks(), &fl, &fr, &c).is_some()
+        };
+        assert!(
+            !plan("ai=cadm*dicm", 21, 24),
+            "benzene's 24 × 21, far block copied"
+        );
+        assert!(!plan("ai=cadm*dicm", 11, 24));
+        assert!(!plan("minj=amcn*aicj", 10, 40), "100 × 100, both in place");
+        assert!(!plan("minj=amcn*aicj", 6, 19), "36 × 36");
+        if available() {
+            assert!(plan("ai=cadm*dicm", 10, 40), "40 × 10, far block copied");
+            assert!(plan("ai=cadm*dicm", 5, 27));
+            assert!(plan("minj=amcn*aicj", 5, 19), "25 × 25, both in place");
+        }
+        assert!(narrow_enough(10, true) && !narrow_enough(11, true));
+        assert!(narrow_enough(31, false) && !narrow_enough(32, false));
     }
 }

@@ -158,6 +158,11 @@ const MANY_CALLS: usize = 20;
 /// broadcast products where those apply.
 const SHORT_SUM: usize = 32;
 
+/// Multiply-adds from which a single GEMM into dst in place keeps its plan against broadcast
+/// products that only keep dst in L2: water/cc-pVTZ's 135³ does (1.36×), water/cc-pVDZ's 95³
+/// was even (0.97–1.05×) and the test job's 45³ slower (0.76–0.83×).
+const LARGE_SINGLE_GEMM: usize = 1 << 20;
+
 /// How the GEMM result reaches dst.
 #[derive(Clone, Debug)]
 enum DstPrep {
@@ -431,9 +436,17 @@ impl ContractionPlan {
                 Some((_, b)) => b.calls() >= MANY_CALLS,
                 None => matches!(dst, DstPrep::Permute { .. }),
             };
+            // Not where a single GEMM of copied operands writes dst in place and is large
+            // (`aibj = cjbn * aicn` at water/cc-pVTZ's extents, 135 × 135 × 135 after one copy:
+            // 1.36× as fast as broadcast products; docs/benchmarks.md, "Contractions: broadcast
+            // products not for a large GEMM in place").
+            let small_or_batched =
+                batched.is_some() || dims.m * dims.n * dims.k < LARGE_SINGLE_GEMM;
             let broadcast = || {
                 Broadcast::new(&blocks, fl, fr, c)
-                    .filter(|b| replaces || b.copies_rows() || b.dst_stays_in_l2())
+                    .filter(|b| {
+                        replaces || b.copies_rows() || (small_or_batched && b.dst_stays_in_l2())
+                    })
                     .map(|b| CpuForm::Broadcast(Box::new(b)))
             };
             match (packed, batched) {
@@ -1263,6 +1276,28 @@ mod tests {
         assert!(p.permutes() == Permutes::default());
         assert_eq!(p.cpu_broadcast(), bc);
         check((&d, &ext), (&l, &ext), (&r, &ext), 14)
+    }
+
+    /// rccsd_rhf:1701, `aibj = cjbn * aicn`: one copy of left and a GEMM into dst in place.
+    /// Broadcast products (dst's rows lead right) replace it at the test job's 45 × 45 × 45, not
+    /// at water/cc-pVTZ's 135 × 135 × 135.
+    #[test]
+    fn a_large_gemm_in_place_keeps_its_plan() -> Result<(), KernelError> {
+        const N: Label = 9;
+        let (d, l, r) = ([A, I, B, J], [C, J, B, N], [A, I, C, N]);
+        for (ext, broadcast) in [([9, 5, 9, 5], true), ([27, 5, 27, 5], false)] {
+            let p = plan(&d, &ext, &l, &ext, &r, &ext)?;
+            let bc = broadcast && crate::broadcast::available();
+            assert_eq!(p.cpu_broadcast(), bc, "{ext:?}");
+            let copies_left = Permutes {
+                left: true,
+                ..Permutes::default()
+            };
+            let copies = if bc { Permutes::default() } else { copies_left };
+            assert_eq!(p.cpu_permutes(), copies, "{ext:?}");
+            check((&d, &ext), (&l, &ext), (&r, &ext), 15)?;
+        }
+        Ok(())
     }
 
     #[test]

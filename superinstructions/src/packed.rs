@@ -28,6 +28,21 @@ const MR: usize = 24;
 const NR: usize = 8;
 /// Summed elements per packed panel.
 const KC: usize = 512;
+/// Sums of at most this many elements take one panel. Split into two of equal depth, sums
+/// just past [`KC`] ran 1.1–1.2× as long: benzene's AO ladder `MiNj = LMSN * LiSj`, `k = 23²`
+/// (docs/benchmarks.md, "Packed GEMM: one panel up to 576 summed elements").
+const ONE_PANEL: usize = 576;
+
+/// The depth of the panels for sums of `k` elements: all of them up to [`ONE_PANEL`], else
+/// equal panels of at most [`KC`] (`k = 900` as 2 × 450, not 512 + 388).
+fn panel_depth(k: usize) -> usize {
+    if k <= ONE_PANEL {
+        k
+    } else {
+        k.div_ceil(k.div_ceil(KC))
+    }
+}
+
 /// Rows packed at once (`MC × KC` doubles stay in L2).
 const MC: usize = 96;
 
@@ -256,12 +271,12 @@ impl Packed {
             (left, right)
         };
         let Dims { m, n, k } = self.dims;
-        // Panels of equal depth, at most KC (k = 576 as 2 × 288, not 512 + 64).
-        let kc_max = k.div_ceil(k.div_ceil(KC));
+        let kc_max = panel_depth(k);
         let [_, apack, bpack] = scratch;
         let mut bufs = Panels {
-            a: crate::batched::sized(apack, MC.min(m).div_ceil(MR) * MR * KC),
-            b: crate::batched::sized(bpack, n.div_ceil(NR) * NR * KC),
+            a: crate::batched::sized(apack, MC.min(m).div_ceil(MR) * MR * kc_max),
+            b: crate::batched::sized(bpack, n.div_ceil(NR) * NR * kc_max),
+            depth: kc_max,
             lines: Vec::new(),
             vector,
         };
@@ -270,13 +285,20 @@ impl Packed {
             let b = self.right.transposed();
             for j0 in (0..n).step_by(NR) {
                 let nr = NR.min(n - j0);
-                pack::<NR>(&mut bufs.b[j0 * KC..], right, b, (j0, nr), (p0, kc), vector);
+                pack::<NR>(
+                    &mut bufs.b[j0 * kc_max..],
+                    right,
+                    b,
+                    (j0, nr),
+                    (p0, kc),
+                    vector,
+                );
             }
             for i0 in (0..m).step_by(MC) {
                 let a = self.left.matrix();
                 for ir in (0..MC.min(m - i0)).step_by(MR) {
                     let mr = MR.min(m - i0 - ir);
-                    let panel = &mut bufs.a[ir * KC..];
+                    let panel = &mut bufs.a[ir * kc_max..];
                     pack::<MR>(panel, left, a, (i0 + ir, mr), (p0, kc), vector);
                 }
                 // While this block computes, the next one's source is fetched into L2.
@@ -316,7 +338,7 @@ impl Packed {
                 let mr = MR.min(mc - ir);
                 let fetch = (left, &bufs.lines[share(q)..share(q + 1)]);
                 q += 1;
-                let (a, b) = (&bufs.a[ir * KC..], &bufs.b[j0 * KC..]);
+                let (a, b) = (&bufs.a[ir * bufs.depth..], &bufs.b[j0 * bufs.depth..]);
                 kernel(kc, a, b, nr, &mut tile, bufs.vector, fetch);
                 let rows = &c.rows[i0 + ir..i0 + ir + mr];
                 write_tile(dst, rows, &c.cols[j0..j0 + nr], &tile, accumulate);
@@ -330,6 +352,8 @@ impl Packed {
 struct Panels<'a> {
     a: &'a mut [f64],
     b: &'a mut [f64],
+    /// Summed elements of a full panel ([`panel_depth`]): the panels' stride in `a` and `b`.
+    depth: usize,
     /// Offsets in left of the lines the next block will pack (one per 8 elements).
     lines: Vec<usize>,
     vector: bool,
@@ -707,6 +731,22 @@ mod tests {
             8,
             true,
         );
+    }
+
+    /// Sums up to 576 elements in one panel (benzene's AO ladder, `k = 23²`, and `24²`), longer
+    /// ones in equal panels of at most 512; one panel and two give the naive sums.
+    #[test]
+    fn sums_up_to_576_take_one_panel() {
+        let depths: Vec<usize> = [100, 512, 529, 576, 577, 900, 1156]
+            .iter()
+            .map(|&k| panel_depth(k))
+            .collect();
+        assert_eq!(depths, [100, 512, 529, 576, 289, 450, 386]);
+        // `ij = ik * kj` with k = 24 · 24 (one panel) and 25 · 24 (two of 300).
+        for (k0, seed) in [(24, 11), (25, 12)] {
+            let ext = [30, k0, 24, 9];
+            check(&[0, 3], &[0, 1, 2], &[1, 2, 3], &ext, seed);
+        }
     }
 
     /// `mibc = aibn * amcn` (`rccsd_rhf:1894`) at benzene/6-31G's extents, where the single

@@ -307,6 +307,29 @@ fn in_l2(dst: &[f64]) -> bool {
 #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 pub(super) struct Ahead(pub usize);
 
+#[cfg(target_arch = "x86_64")]
+impl Ahead {
+    /// Fetches into L2, this far ahead, the first line of `rows` source rows from `s`, `ss`
+    /// apart, and where `last` is not 0 the line of each row's element `last` too.
+    #[inline(always)]
+    fn fetch_rows(self, s: *const f64, (rows, ss): (usize, usize), last: usize) {
+        use std::arch::x86_64::{_MM_HINT_T1, _mm_prefetch};
+        if self.0 == 0 {
+            return;
+        }
+        for i in 0..rows {
+            let row = s.wrapping_add(i * ss + self.0);
+            // SAFETY: hints, which neither read nor fault: the wrapping address may lie past
+            // the source (the last batch's next).
+            unsafe { _mm_prefetch::<_MM_HINT_T1>(row.cast()) };
+            if last != 0 {
+                // SAFETY: as above.
+                unsafe { _mm_prefetch::<_MM_HINT_T1>(row.wrapping_add(last).cast()) };
+            }
+        }
+    }
+}
+
 /// Rows a multiple of this many elements (4 KiB) apart start in the same L1 set (64 sets of
 /// 64-byte lines on every x86-64 core since Sandy Bridge and on Zen).
 const SET_PERIOD: usize = 512;
@@ -705,8 +728,8 @@ mod avx512 {
 mod avx {
     use super::{Loop, Tile};
     use std::arch::x86_64::{
-        __m256d, _MM_HINT_T1, _mm_prefetch, _mm256_add_pd, _mm256_blendv_pd, _mm256_loadu_pd,
-        _mm256_mul_pd, _mm256_permute2f128_pd, _mm256_set1_pd, _mm256_storeu_pd, _mm256_stream_pd,
+        __m256d, _mm256_add_pd, _mm256_blendv_pd, _mm256_loadu_pd, _mm256_mul_pd,
+        _mm256_permute2f128_pd, _mm256_set1_pd, _mm256_storeu_pd, _mm256_stream_pd,
         _mm256_unpackhi_pd, _mm256_unpacklo_pd,
     };
 
@@ -783,15 +806,8 @@ mod avx {
     ) {
         for r in 0..batch.n {
             let tile = t.along(batch, r);
-            if ahead.0 != 0 {
-                for i in 0..tile.na {
-                    // Hints, which neither read nor fault: the wrapping address may lie past
-                    // the source (the last batch's next).
-                    let row = src.wrapping_add(tile.s0 + i * tile.src_row + ahead.0);
-                    _mm_prefetch::<_MM_HINT_T1>(row.cast());
-                    _mm_prefetch::<_MM_HINT_T1>(row.wrapping_add(tile.nb - 1).cast());
-                }
-            }
+            let first = src.wrapping_add(tile.s0);
+            ahead.fetch_rows(first, (tile.na, tile.src_row), tile.nb - 1);
             // SAFETY: the caller's contract, for each tile.
             unsafe { transpose::<ADD>(dst, src, tile, alpha) };
         }

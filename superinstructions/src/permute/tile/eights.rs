@@ -9,10 +9,10 @@
 use super::{Ahead, Loop, Tile};
 use crate::packed::x86::transpose_registers;
 use std::arch::x86_64::{
-    __m256d, __m512d, _MM_HINT_T1, _mm_prefetch, _mm256_add_pd, _mm256_loadu_pd, _mm256_mul_pd,
-    _mm256_permute2f128_pd, _mm256_set1_pd, _mm256_storeu_pd, _mm256_stream_pd, _mm256_unpackhi_pd,
-    _mm256_unpacklo_pd, _mm512_add_pd, _mm512_loadu_pd, _mm512_mul_pd, _mm512_set1_pd,
-    _mm512_storeu_pd, _mm512_stream_pd,
+    __m256d, __m512d, _mm256_add_pd, _mm256_loadu_pd, _mm256_mul_pd, _mm256_permute2f128_pd,
+    _mm256_set1_pd, _mm256_storeu_pd, _mm256_stream_pd, _mm256_unpackhi_pd, _mm256_unpacklo_pd,
+    _mm512_add_pd, _mm512_loadu_pd, _mm512_mul_pd, _mm512_set1_pd, _mm512_storeu_pd,
+    _mm512_stream_pd,
 };
 
 /// How one 8 × 8 block moves through registers. An accumulate multiplies by `alpha`, then
@@ -78,18 +78,6 @@ const GROUP: usize = 8;
 /// A row in two AVX registers.
 pub(super) struct Avx;
 
-/// Fetches the 8 source rows `ahead` further into L2.
-#[inline(always)]
-fn fetch_ahead(s: *const f64, ss: usize, ahead: Ahead) {
-    if ahead.0 != 0 {
-        for i in 0..8 {
-            // SAFETY: a hint, which neither reads nor faults: the wrapping address may lie
-            // past the source (the last batch's next).
-            unsafe { _mm_prefetch::<_MM_HINT_T1>(s.wrapping_add(i * ss + ahead.0).cast()) };
-        }
-    }
-}
-
 impl Lanes for Avx512 {
     /// Strips on Intel's CPUs (see [`transpose_batch`]). Elsewhere, tiles no longer than a
     /// strip (whose strips walk them tile after tile) go across the tiles: on a Zen 5, tile
@@ -135,7 +123,7 @@ impl Lanes for Avx512 {
         (s, ss, ahead): (*const f64, usize, Ahead),
         alpha: f64,
     ) {
-        fetch_ahead(s, ss, ahead);
+        ahead.fetch_rows(s, (8, ss), 0);
         // SAFETY: the caller's contract: AVX-512F is present, the rows are in bounds.
         unsafe {
             let r: [__m512d; 8] = std::array::from_fn(|i| _mm512_loadu_pd(s.add(i * ss)));
@@ -198,7 +186,7 @@ impl Lanes for Avx {
         (s, ss, ahead): (*const f64, usize, Ahead),
         alpha: f64,
     ) {
-        fetch_ahead(s, ss, ahead);
+        ahead.fetch_rows(s, (8, ss), 0);
         // SAFETY: the caller's contract: AVX is present, the rows are in bounds.
         unsafe {
             let a = _mm256_set1_pd(alpha);

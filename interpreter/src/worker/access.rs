@@ -42,6 +42,32 @@ impl BlockRead<'_> {
     }
 }
 
+/// A selector's index slots as contraction labels, on the stack.
+pub(crate) struct Labels {
+    slots: [u32; sial_bytecode::MAX_RANK],
+    len: usize,
+}
+
+impl Labels {
+    pub(crate) fn of(b: &BlockRef) -> Labels {
+        let mut slots = [0; sial_bytecode::MAX_RANK];
+        for (s, i) in slots.iter_mut().zip(&b.indices) {
+            *s = i.0;
+        }
+        Labels {
+            slots,
+            len: b.indices.len().min(sial_bytecode::MAX_RANK),
+        }
+    }
+}
+
+impl Deref for Labels {
+    type Target = [u32];
+    fn deref(&self) -> &[u32] {
+        &self.slots[..self.len]
+    }
+}
+
 /// Where a sub-block (slice/insert) lies inside its super block.
 pub(crate) struct SubBlock {
     pub key: BlockKey,

@@ -3,6 +3,7 @@
 //! every floating-point fault turned into an error with the line.
 
 use super::Worker;
+use super::access::Labels;
 use crate::error::{Result, RuntimeError};
 use crate::store::Block;
 use sial_bytecode::{CmpOp, ExprId, ExprOp, ValueType};
@@ -98,10 +99,17 @@ impl Worker<'_> {
                     nf += 1;
                 }
                 ExprOp::Dot { left, right, .. } => {
-                    let (l, r) = (self.read_block(left)?, self.read_block(right)?);
-                    let ll: Vec<u32> = left.indices.iter().map(|i| i.0).collect();
-                    let rl: Vec<u32> = right.indices.iter().map(|i| i.0).collect();
-                    fs[nf] = self.full_contraction((&l, &ll), (&r, &rl))?;
+                    let l = self.read_block(left)?;
+                    // `x * x` reads its block once.
+                    let read_right;
+                    let r: &Block = if left == right {
+                        &l
+                    } else {
+                        read_right = self.read_block(right)?;
+                        &read_right
+                    };
+                    let (ll, rl) = (Labels::of(left), Labels::of(right));
+                    fs[nf] = self.full_contraction((&l, &ll), (r, &rl))?;
                     nf += 1;
                 }
                 ExprOp::IntNeg => {

@@ -2,6 +2,7 @@
 //! with the kernels of `sial-superinstructions`, and stores the result.
 
 use super::Worker;
+use super::access::Labels;
 use super::through::{Move, Product, Step};
 use crate::cluster::message::{Payload, ToServer};
 use crate::error::{Result, RuntimeError};
@@ -215,8 +216,7 @@ impl Worker<'_> {
         exact: bool,
     ) -> Result<bool> {
         let (l, r) = (self.read_block(left)?, self.read_block(right)?);
-        let labels = |b: &BlockRef| -> Vec<u32> { b.indices.iter().map(|i| i.0).collect() };
-        let (dl, ll, rl) = (labels(dst), labels(left), labels(right));
+        let (dl, ll, rl) = (Labels::of(dst), Labels::of(left), Labels::of(right));
         let plan =
             self.plans
                 .borrow_mut()

@@ -7,6 +7,7 @@
 
 use crate::error::Result;
 use crate::store::KeyMap;
+use sial_bytecode::MAX_RANK;
 use sial_superinstructions as k;
 use std::sync::Arc;
 
@@ -31,7 +32,7 @@ impl Plans {
         right: Side<'_>,
     ) -> Result<Arc<k::ContractionPlan>> {
         let key = key_of([dst, left, right]);
-        if let Some(plan) = self.made.get(&key) {
+        if let Some(plan) = key.as_ref().and_then(|k| self.made.get(k.as_slice())) {
             return Ok(Arc::clone(plan));
         }
         let shape = |s: Side<'_>| k::Shape::new(s.1);
@@ -44,25 +45,53 @@ impl Plans {
         if self.made.len() >= LIMIT {
             self.made.clear();
         }
-        self.made.insert(key, Arc::clone(&plan));
+        if let Some(key) = key {
+            self.made.insert(key.as_slice().to_vec(), Arc::clone(&plan));
+        }
         Ok(plan)
     }
 }
 
-/// Rank, labels and extents of each operand in one vector (extents fit in u32: a block of
-/// 2³² elements along one dimension is far beyond any memory).
-fn key_of(sides: [Side<'_>; 3]) -> Vec<u32> {
-    let mut key = Vec::with_capacity(32);
-    for (labels, extents) in sides {
-        key.push(labels.len() as u32);
-        key.extend_from_slice(labels);
-        key.extend(
-            extents
-                .iter()
-                .map(|&e| u32::try_from(e).unwrap_or(u32::MAX)),
-        );
+/// Rank, labels and extents of each operand in one key (extents fit in u32: a block of 2³²
+/// elements along one dimension is far beyond any memory), on the stack: a plan is looked up
+/// at every contraction, and allocating the key, or pushing its parts one at a time, cost as
+/// much as finding it.
+struct Key {
+    parts: [u32; 3 * (1 + 2 * MAX_RANK)],
+    len: usize,
+}
+
+impl Key {
+    fn as_slice(&self) -> &[u32] {
+        &self.parts[..self.len]
     }
-    key
+}
+
+/// `None` for ranks beyond `MAX_RANK` (never planned: the bytecode's check refuses them).
+fn key_of(sides: [Side<'_>; 3]) -> Option<Key> {
+    if sides
+        .iter()
+        .any(|(l, e)| l.len() > MAX_RANK || e.len() != l.len())
+    {
+        return None;
+    }
+    let mut key = Key {
+        parts: [0; 3 * (1 + 2 * MAX_RANK)],
+        len: 0,
+    };
+    for (labels, extents) in sides {
+        let (rank, at) = (labels.len(), key.len);
+        key.parts[at] = rank as u32;
+        key.parts[at + 1..at + 1 + rank].copy_from_slice(&labels[..rank]);
+        for (k, &e) in key.parts[at + 1 + rank..at + 1 + 2 * rank]
+            .iter_mut()
+            .zip(extents)
+        {
+            *k = u32::try_from(e).unwrap_or(u32::MAX);
+        }
+        key.len = at + 1 + 2 * rank;
+    }
+    Some(key)
 }
 
 #[cfg(test)]
@@ -93,6 +122,8 @@ mod tests {
         // [1,2] + [3] and [1] + [2,3] must not collide.
         let a = key_of([(&[1, 2], &[4, 4]), (&[3], &[4]), (&[], &[])]);
         let b = key_of([(&[1], &[4]), (&[2, 3], &[4, 4]), (&[], &[])]);
+        let (a, b) = (a.as_ref().map(Key::as_slice), b.as_ref().map(Key::as_slice));
+        assert!(a.is_some() && b.is_some());
         assert_ne!(a, b);
     }
 }

@@ -7,7 +7,6 @@
 //! has no room for them.
 
 use crate::options::{MAX_DEPTH, PrefetchMode};
-use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 /// Prefetch outcomes (used or wasted) `auto` looks at before judging the waste.
@@ -238,10 +237,15 @@ impl Site {
     }
 }
 
+/// No site yet at this instruction.
+const NO_SITE: u32 = u32::MAX;
+
 /// The `get` sites of one program, numbered in the order they first run.
 pub(crate) struct Sites {
     sites: Vec<Site>,
-    numbers: HashMap<usize, u32>,
+    /// The site number of each instruction that has run a `get` (`NO_SITE` for the others):
+    /// looked up at every `get`, so by index rather than hash.
+    numbers: Vec<u32>,
     /// The program's index in the job.
     program: u32,
     mode: PrefetchMode,
@@ -251,7 +255,7 @@ impl Sites {
     pub(crate) fn new(program: u32, mode: PrefetchMode) -> Sites {
         Sites {
             sites: Vec::new(),
-            numbers: HashMap::new(),
+            numbers: Vec::new(),
             program,
             mode,
         }
@@ -263,11 +267,17 @@ impl Sites {
 
     /// The number of the `get` site at `pc` (created at its first execution).
     pub(crate) fn number(&mut self, pc: usize, line: u32) -> u32 {
-        let next = self.sites.len() as u32;
-        let n = *self.numbers.entry(pc).or_insert(next);
-        if n == next {
-            self.sites.push(Site::new(self.program, line, self.mode));
+        if let Some(&n) = self.numbers.get(pc)
+            && n != NO_SITE
+        {
+            return n;
         }
+        if self.numbers.len() <= pc {
+            self.numbers.resize(pc + 1, NO_SITE);
+        }
+        let n = self.sites.len() as u32;
+        self.numbers[pc] = n;
+        self.sites.push(Site::new(self.program, line, self.mode));
         n
     }
 

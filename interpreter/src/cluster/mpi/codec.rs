@@ -45,20 +45,20 @@ fn append_data(batch: &mut Vec<u8>, data: &[f64]) {
 /// the sender's), otherwise from the data messages that follow the batch (`receive`). Returns
 /// the bytes after the record.
 fn fill<'b>(
-    buffers: Vec<&mut [f64]>,
+    buffers: &mut [&mut [f64]],
     rest: &'b [u8],
     receive: &mut dyn FnMut(&mut [f64]),
 ) -> Result<&'b [u8]> {
     let total: usize = buffers.iter().map(|b| b.len() * 8).sum();
     if !inline(total) {
-        buffers.into_iter().for_each(receive);
+        buffers.iter_mut().for_each(|b| receive(b));
         return Ok(rest);
     }
     if rest.len() < total {
         return Err(malformed());
     }
     let (mut data, after) = rest.split_at(total);
-    for b in buffers {
+    for b in buffers.iter_mut() {
         let (mine, others) = data.split_at(b.len() * 8);
         bytemuck::cast_slice_mut::<f64, u8>(b).copy_from_slice(mine);
         data = others;
@@ -170,14 +170,14 @@ pub(super) fn decode_request<'b>(
         }
         Tag::Block => return Err(malformed()),
     };
-    let buffers: Vec<&mut [f64]> = match &mut msg {
+    // One block at most: its buffer on the stack (a request is decoded per small put).
+    let rest = match &mut msg {
         ToServer::Put {
             payload: Payload::Block(d),
             ..
-        } => vec![&mut d[..]],
-        _ => Vec::new(),
+        } => fill(&mut [&mut d[..]], rest, data)?,
+        _ => fill(&mut [], rest, data)?,
     };
-    let rest = fill(buffers, rest, data)?;
     Ok((msg, rest))
 }
 
@@ -245,19 +245,24 @@ pub(super) fn decode_reply<'b>(
         }
         Tag::Get | Tag::Put | Tag::Claims => return Err(malformed()),
     };
-    let blocks: Vec<&mut Arc<Block>> = match &mut msg {
-        ToWorker::Block { block, .. } => vec![block],
-        ToWorker::Snapshot { blocks, .. } => blocks.iter_mut().map(|(_, b)| b).collect(),
+    // Just deserialised: no block is held elsewhere. A reply of one block (one per small get)
+    // keeps its buffer on the stack.
+    let rest = match &mut msg {
+        ToWorker::Block { block, .. } => {
+            let b = Arc::get_mut(block).ok_or_else(malformed)?;
+            fill(&mut [&mut b.data[..]], rest, data)?
+        }
+        ToWorker::Snapshot { blocks, .. } => {
+            let mut buffers = Vec::with_capacity(blocks.len());
+            for (_, b) in blocks.iter_mut() {
+                buffers.push(&mut Arc::get_mut(b).ok_or_else(malformed)?.data[..]);
+            }
+            fill(&mut buffers, rest, data)?
+        }
         ToWorker::Missing { .. } | ToWorker::SnapshotKeys { .. } | ToWorker::Ended { .. } => {
-            Vec::new()
+            fill(&mut [], rest, data)?
         }
     };
-    let mut buffers = Vec::with_capacity(blocks.len());
-    for b in blocks {
-        // Just deserialised: nothing else holds it.
-        buffers.push(&mut Arc::get_mut(b).ok_or_else(malformed)?.data[..]);
-    }
-    let rest = fill(buffers, rest, data)?;
     Ok((msg, rest))
 }
 

@@ -175,6 +175,17 @@ impl Layout {
         }
     }
 
+    /// The largest extent a segment of index `slot` has (for a subindex, a bound: its parent's
+    /// largest), 0 for an index without segments.
+    pub fn largest_extent(&self, slot: IndexSlot) -> usize {
+        let x = &self.indices[slot.index()];
+        match (x.kind, x.parent) {
+            (IndexKind::Simple, _) => 1,
+            (IndexKind::Sub, Some(p)) => self.largest_extent(p),
+            _ => self.tables[slot.index()].iter().max().copied().unwrap_or(0),
+        }
+    }
+
     /// Sum of the extents of segments `from..v` (the offset of segment `v` in an array that starts
     /// at segment `from`).
     pub fn offset(&self, slot: IndexSlot, from: i32, v: i32) -> usize {
@@ -243,6 +254,26 @@ mod tests {
                     let summed: usize = (from..v).map(|s| layout.extent(slot, s, 0)).sum();
                     assert_eq!(layout.offset(slot, from, v), summed, "{slot:?} {from}..{v}");
                 }
+            }
+        }
+    }
+
+    /// The largest extent bounds every segment's: the table's largest for a segmented
+    /// index, 1 for a simple one, the parent's largest for a subindex.
+    #[test]
+    fn the_largest_extent_bounds_every_segment() {
+        let source = "sial p\naoindex mu = 1:4\nindex k = -2:3\nsubindex m of mu\nendsial p\n";
+        let program = crate::testutil::program(source);
+        let mut setup = Setup::default();
+        setup.segments.insert("aoindex".into(), vec![3, 5, 2, 7]);
+        let layout = Layout::new(&program, &[], &setup).expect("layout");
+        let largest: Vec<usize> = (0..3)
+            .map(|s| layout.largest_extent(IndexSlot(s)))
+            .collect();
+        assert_eq!(largest, [7, 1, 7]);
+        for v in 1..=4 {
+            for k in 1..=SUBSEGMENTS {
+                assert!(layout.extent(IndexSlot(2), k, v) <= largest[2]);
             }
         }
     }

@@ -137,7 +137,9 @@ impl Worker<'_> {
             key.parents[d] = parent_value;
             shape[d] = self.layout.extent(declared, v, parent_value);
         }
-        self.fits(&shape, &|| self.block_text(r.array, &key))?;
+        if !self.fit.get(r.array.index()).copied().unwrap_or(false) {
+            self.fits(&shape, &|| self.block_text(r.array, &key))?;
+        }
         Ok((key, shape))
     }
 
@@ -179,15 +181,11 @@ impl Worker<'_> {
             array: array.0,
             key,
             bytes: shape.iter().product::<usize>() * 8,
-            owner: crate::cluster::owner(number, self.workers_servers()),
+            owner: crate::cluster::owner(number, self.servers),
             line: self.line,
             text,
             site: u32::MAX,
         }
-    }
-
-    fn workers_servers(&self) -> usize {
-        self.net.borrow().link.servers()
     }
 
     /// A fetched copy of a distributed/served block; it must have been fetched in this section.

@@ -65,9 +65,10 @@ pub struct Worker<'a> {
     net: RefCell<Net<'a>>,
     /// Valid pardo iterations met since the last barrier (the shared counter of §7.10).
     pardo_counter: u64,
-    /// This worker's rank and the number of workers.
+    /// This worker's rank, the number of workers and of servers.
     rank: usize,
     workers: usize,
+    servers: usize,
     /// The servers' figures of the finished program (worker 0).
     server_stats: Vec<ServerStats>,
     /// The open scopes and the procedure calls in progress.
@@ -89,6 +90,9 @@ pub struct Worker<'a> {
     gpu: Option<Box<gpu::Gpu>>,
     /// Contraction plans by labels and shapes.
     plans: RefCell<plans::Plans>,
+    /// Per array, whether its largest block fits the worker memory budget: blocks of the
+    /// others are checked as they are located.
+    fit: Vec<bool>,
     /// Copies and contractions into temp blocks that only the next instruction reads.
     through: through::Through,
 }
@@ -142,7 +146,7 @@ impl<'a> Worker<'a> {
         }
         let layout = Layout::new(program, &ints, setup)?;
         let memory = Memory::new(program, &layout, setup, env.options, link.rank())?;
-        let (rank, workers) = (link.rank(), link.workers());
+        let (rank, workers, servers) = (link.rank(), link.workers(), link.servers());
         let gpu = gpu::open(&env.options.gpu, rank)?
             .map(|d| Box::new(gpu::Gpu::new(d, &env.options.gpu, program)));
         let net = RefCell::new(Net::new(
@@ -154,12 +158,23 @@ impl<'a> Worker<'a> {
             program.arrays.iter().any(|a| a.kind.is_remote()),
         ));
         let progress = Progress::new(env.options.progress.filter(|_| rank == 0));
+        let fit = program
+            .arrays
+            .iter()
+            .map(|a| {
+                let largest: Vec<usize> =
+                    a.dims.iter().map(|&d| layout.largest_extent(d)).collect();
+                access::fits_budget(&largest, env.options.worker_memory, &String::new).is_ok()
+            })
+            .collect();
         Ok(Worker {
+            fit,
             program,
             net,
             pardo_counter: 0,
             rank,
             workers,
+            servers,
             server_stats: Vec::new(),
             layout,
             ints,

@@ -67,7 +67,8 @@ impl Key {
     }
 }
 
-/// `None` for ranks beyond `MAX_RANK` (never planned: the bytecode's check refuses them).
+/// `None` where an operand has more than `MAX_RANK` labels (the bytecode's check refuses them)
+/// or not one extent per label: such a plan is not kept.
 fn key_of(sides: [Side<'_>; 3]) -> Option<Key> {
     if sides
         .iter()

@@ -240,13 +240,20 @@ mod tests {
         assert_eq!(e, vec![1, 1, 0, 0]);
     }
 
-    #[test]
-    fn an_offset_is_the_sum_of_the_extents_before_it() {
+    /// A segmented index (extents 3, 5, 2, 7), a simple one of 6 values and a subindex of the
+    /// first: the program and its layout.
+    fn three_indices() -> (Program, Layout) {
         let source = "sial p\naoindex mu = 1:4\nindex k = -2:3\nsubindex m of mu\nendsial p\n";
         let program = crate::testutil::program(source);
         let mut setup = Setup::default();
         setup.segments.insert("aoindex".into(), vec![3, 5, 2, 7]);
         let layout = Layout::new(&program, &[], &setup).expect("layout");
+        (program, layout)
+    }
+
+    #[test]
+    fn an_offset_is_the_sum_of_the_extents_before_it() {
+        let (program, layout) = three_indices();
         for slot in 0..program.indices.len() {
             let slot = IndexSlot(slot as u32);
             for from in -4..7 {
@@ -262,11 +269,7 @@ mod tests {
     /// index, 1 for a simple one, the parent's largest for a subindex.
     #[test]
     fn the_largest_extent_bounds_every_segment() {
-        let source = "sial p\naoindex mu = 1:4\nindex k = -2:3\nsubindex m of mu\nendsial p\n";
-        let program = crate::testutil::program(source);
-        let mut setup = Setup::default();
-        setup.segments.insert("aoindex".into(), vec![3, 5, 2, 7]);
-        let layout = Layout::new(&program, &[], &setup).expect("layout");
+        let (_, layout) = three_indices();
         let largest: Vec<usize> = (0..3)
             .map(|s| layout.largest_extent(IndexSlot(s)))
             .collect();

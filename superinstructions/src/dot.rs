@@ -93,11 +93,11 @@ fn runs_per_pass(lane: usize, lines: usize, runs: usize) -> usize {
 /// Whether a result whose smaller side (rows or columns) is `narrow` takes this form. The
 /// kernel's tiles load 9 or 10 vectors for 20 or 25 FMAs (4 or 5 rows by 5 columns) and keep
 /// to 35–70 GF/s on a Zen 5 core whatever the shape, while a GEMM of copies gains with both
-/// sides of its result: measured
-/// side by side (docs/benchmarks.md, "Contractions as inner products: narrow results only"),
-/// the GEMM won from 11 columns where this form copies its far block (`ai = cadm * dicm` at
-/// benzene's 24 × 21: 1.19×) and from 36 where it reads both blocks in place (`minj = amcn *
-/// aicj`, 100 × 100: 1.16×); this form won at 10 and 25 (up to 1.7×).
+/// sides of its result: measured side by side (docs/benchmarks.md, "Contractions as inner
+/// products: narrow results only"), the GEMM won from 11 columns where this form copies its far
+/// block (`ai = cadm * dicm` at benzene's 24 × 21: 1.19×) and from 36 where it reads both
+/// blocks in place (`minj = amcn * aicj`, 100 × 100: 1.16×); this form won at 10 and 25 (up to
+/// 1.7×).
 fn narrow_enough(narrow: usize, copies_far: bool) -> bool {
     narrow <= if copies_far { 10 } else { 31 }
 }

@@ -168,7 +168,6 @@ impl<'a> Worker<'a> {
             })
             .collect();
         Ok(Worker {
-            fit,
             program,
             net,
             pardo_counter: 0,
@@ -190,6 +189,7 @@ impl<'a> Worker<'a> {
             line: 0,
             barrier_loops: RefCell::new(HashMap::new()),
             plans: RefCell::default(),
+            fit,
             lines: Vec::new(),
             progress,
             gpu,

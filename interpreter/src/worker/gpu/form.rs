@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::store::Extents;
+use crate::worker::access::Labels;
 
 /// How an instruction the device can run uses one block.
 pub(super) struct Place {
@@ -94,11 +95,10 @@ impl Worker<'_> {
                     self.shape_of(left)?,
                     self.shape_of(right)?,
                 );
-                let labels = |b: &BlockRef| -> Vec<u32> { b.indices.iter().map(|i| i.0).collect() };
                 let plan = self.plans.borrow_mut().plan(
-                    (&labels(dst), &ds),
-                    (&labels(left), &ls),
-                    (&labels(right), &rs),
+                    (&Labels::of(dst), &ds),
+                    (&Labels::of(left), &ls),
+                    (&Labels::of(right), &rs),
                 )?;
                 (
                     dst.clone(),

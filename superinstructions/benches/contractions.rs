@@ -244,7 +244,12 @@ fn run_case(lines: &str, pattern: &str, scale: Scale) {
     } else {
         ""
     };
-    let moved = format!("{moved} {}{form}", plan.cpu_gemm_calls());
+    // Summed in slices: slices × the calls of each.
+    let calls = match plan.cpu_slices() {
+        1 => plan.cpu_gemm_calls().to_string(),
+        n => format!("{n}x{}", plan.cpu_gemm_calls() / n),
+    };
+    let moved = format!("{moved} {calls}{form}");
     println!(
         "{:<12} {:<22} {:<16} {:>5} {:>4} {:>5} {:>6} {:>10.2} {:>10.2} {:>10.2} {:>7.1} {:>7.1} {:>6.0}%",
         scale.name,

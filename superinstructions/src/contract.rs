@@ -22,7 +22,9 @@
 //! (`Packed::chosen`), or, for long sums into small results, compute
 //! each element as inner products along a summed label of unit stride (`crate::dot`), or,
 //! for short sums along dst's first label, as vectors of it times broadcast elements
-//! (`crate::broadcast`).
+//! (`crate::broadcast`). Long sums into small results whose operands, too large for L2, share
+//! their outermost label go slice by slice along it, each slice planned as above
+//! (`crate::sliced`).
 
 use crate::batched::{self, Batched, Blocks, Dim, copy_cost, gemm_cost, sized};
 use crate::broadcast::Broadcast;
@@ -34,6 +36,7 @@ use crate::labels::{Label, Operand, OperandMut, Perm, check_labels, permutation_
 use crate::packed::Packed;
 use crate::permute::{permute, permute_add, permute_operand};
 use crate::shape::{Shape, check_len};
+use crate::sliced::Sliced;
 use std::cell::Cell;
 
 /// Temporaries up to this many elements (4 MiB) are kept per thread between contractions.
@@ -203,6 +206,9 @@ enum CpuForm {
     Dot(Box<Dot>),
     /// Vectors along dst's first label times broadcast elements, every block in place.
     Broadcast(Box<Broadcast>),
+    /// The sum in slices along a label both operands hold outermost, each slice by its own
+    /// plan, so that its copies stay in L2 (`crate::sliced`).
+    Sliced(Box<Sliced>),
 }
 
 /// One choice of group orders: contracted labels `c`, free-left `fl`, free-right `fr`, and
@@ -254,6 +260,20 @@ impl ContractionPlan {
     /// exactly two of the three (never twice in one), and a label's extent must be the same
     /// wherever it occurs.
     pub fn new(
+        dst: (&[Label], &Shape),
+        left: (&[Label], &Shape),
+        right: (&[Label], &Shape),
+    ) -> Result<Self, KernelError> {
+        let mut whole = Self::unsliced(dst, left, right)?;
+        let slice = |ls: &Shape, rs: &Shape| Self::unsliced(dst, (left.0, ls), (right.0, rs));
+        if let Some(s) = Sliced::of(dst.1, left, right, &whole, slice)? {
+            whole.cpu = CpuForm::Sliced(Box::new(s));
+        }
+        Ok(whole)
+    }
+
+    /// The plan of [`Self::new`] but for the slices of [`CpuForm::Sliced`].
+    fn unsliced(
         dst: (&[Label], &Shape),
         left: (&[Label], &Shape),
         right: (&[Label], &Shape),
@@ -511,6 +531,7 @@ impl ContractionPlan {
                 right: d.copies_far() && !d.far_is_left(),
                 dst: false,
             },
+            (CpuForm::Sliced(s), Parallelism::Sequential) => s.slice().cpu_permutes(),
             (CpuForm::Single { columns: Some(_) }, Parallelism::Sequential) => {
                 let swapped = self.swapped_in_place();
                 let p = self.permutes();
@@ -577,28 +598,31 @@ impl ContractionPlan {
     /// Whether [`Self::execute`] runs sial's own GEMM, which packs its panels straight from
     /// the blocks as stored and so copies nothing (sequential plans on CPUs with AVX-512).
     pub fn cpu_packed(&self) -> bool {
-        matches!(
-            (&self.cpu, self.par),
-            (CpuForm::Packed(_), Parallelism::Sequential)
-        )
+        match (&self.cpu, self.par) {
+            (CpuForm::Packed(_), Parallelism::Sequential) => true,
+            (CpuForm::Sliced(s), Parallelism::Sequential) => s.slice().cpu_packed(),
+            _ => false,
+        }
     }
 
     /// Whether [`Self::execute`] runs the contraction as vectors along dst's first label
     /// times broadcast elements ([`crate::broadcast`]): sequential plans on CPUs with AVX-512.
     pub fn cpu_broadcast(&self) -> bool {
-        matches!(
-            (&self.cpu, self.par),
-            (CpuForm::Broadcast(_), Parallelism::Sequential)
-        )
+        match (&self.cpu, self.par) {
+            (CpuForm::Broadcast(_), Parallelism::Sequential) => true,
+            (CpuForm::Sliced(s), Parallelism::Sequential) => s.slice().cpu_broadcast(),
+            _ => false,
+        }
     }
 
     /// Whether [`Self::execute`] runs the contraction as inner products along a summed label
     /// ([`crate::dot`]): sequential plans of small results on CPUs with AVX-512.
     pub fn cpu_inner_products(&self) -> bool {
-        matches!(
-            (&self.cpu, self.par),
-            (CpuForm::Dot(_), Parallelism::Sequential)
-        )
+        match (&self.cpu, self.par) {
+            (CpuForm::Dot(_), Parallelism::Sequential) => true,
+            (CpuForm::Sliced(s), Parallelism::Sequential) => s.slice().cpu_inner_products(),
+            _ => false,
+        }
     }
 
     /// How many GEMMs [`Self::execute`] runs on the CPU: 1, or more where looping over some
@@ -608,6 +632,19 @@ impl ContractionPlan {
         match (&self.cpu, self.par) {
             (CpuForm::Batched(b), Parallelism::Sequential) => b.calls(),
             (CpuForm::Dot(_) | CpuForm::Broadcast(_), Parallelism::Sequential) => 0,
+            (CpuForm::Sliced(s), Parallelism::Sequential) => {
+                s.slices() * s.slice().cpu_gemm_calls()
+            }
+            _ => 1,
+        }
+    }
+
+    /// In how many slices [`Self::execute`] sums on the CPU (1: the whole sum at once), each
+    /// slice a contraction of its own whose form the other accessors describe
+    /// ([`crate::sliced`]).
+    pub fn cpu_slices(&self) -> usize {
+        match (&self.cpu, self.par) {
+            (CpuForm::Sliced(s), Parallelism::Sequential) => s.slices(),
             _ => 1,
         }
     }
@@ -652,6 +689,10 @@ impl ContractionPlan {
             // An empty sum: only the beta part remains.
             scale_or_zero(dst, beta);
             return Ok(());
+        }
+        if let (CpuForm::Sliced(s), Parallelism::Sequential) = (&self.cpu, self.par) {
+            // Outside the scratch: each slice's plan takes it.
+            return s.execute(dst, (left, right), beta);
         }
         with_scratch(|scratch| match (&self.cpu, self.par) {
             (CpuForm::Batched(b), Parallelism::Sequential) => {

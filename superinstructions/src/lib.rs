@@ -35,6 +35,7 @@ mod packed;
 mod permute;
 pub mod permute_cases;
 mod shape;
+mod sliced;
 pub mod special;
 mod specials;
 #[cfg(test)]

@@ -102,6 +102,9 @@ pub fn tensor(
 /// Both operands must carry the same set of labels (in any order).
 pub fn dot(left: Operand<'_>, right: Operand<'_>) -> Result<f64, KernelError> {
     check_full_contraction(left.labels, right.labels)?;
+    if let Some(s) = dot_in_order(&left, &right)? {
+        return Ok(s);
+    }
     let mut out = [0.0];
     contract(
         OperandMut::new(&mut out, Shape::scalar(), &[]),
@@ -110,6 +113,20 @@ pub fn dot(left: Operand<'_>, right: Operand<'_>) -> Result<f64, KernelError> {
         0.0,
     )?;
     Ok(out[0])
+}
+
+/// [`dot`] of two blocks that hold the same labels in the same order on the same shape, as a
+/// plan sums them (element by element in memory order, `dot_slices`) but without one: for
+/// blocks of a few elements, finding the plan costs more than the sum. `None` for blocks of
+/// other layouts, which need a plan.
+pub fn dot_in_order(left: &Operand<'_>, right: &Operand<'_>) -> Result<Option<f64>, KernelError> {
+    if left.labels != right.labels || left.shape != right.shape {
+        return Ok(None);
+    }
+    check_labels(Role::Left, &left.shape, left.labels)?;
+    check_len(Role::Left, left.shape.len(), left.data.len())?;
+    check_len(Role::Right, right.shape.len(), right.data.len())?;
+    Ok(Some(dot_slices(left.data, right.data)))
 }
 
 /// That operands labelled `left` and `right` contract fully to a scalar: the same set of
@@ -949,6 +966,61 @@ mod tests {
     use super::*;
     use crate::testutil::{naive_contract, random_vec};
     use proptest::prelude::*;
+
+    /// Blocks laid out alike sum without a plan, to the bits of the plan's sum; other layouts
+    /// are left to a plan, and bad operands are refused.
+    #[test]
+    fn blocks_laid_out_alike_dot_without_a_plan() -> Result<(), KernelError> {
+        for ext in [
+            &[1usize][..],
+            &[7],
+            &[3, 5],
+            &[9, 5, 9, 5],
+            &[2, 1, 3, 1, 17],
+        ] {
+            let shape = Shape::new(ext)?;
+            let labels: Vec<Label> = (0..ext.len() as Label).collect();
+            let (l, r) = (random_vec(shape.len(), 1), random_vec(shape.len(), 2));
+            let (lo, ro) = (
+                Operand::new(&l, shape, &labels),
+                Operand::new(&r, shape, &labels),
+            );
+            let fast = dot_in_order(&lo, &ro)?;
+            let plan = ContractionPlan::new(
+                (&[], &Shape::scalar()),
+                (&labels, &shape),
+                (&labels, &shape),
+            )?;
+            let mut planned = [0.0];
+            plan.execute(&mut planned, &l, &r, 0.0)?;
+            assert_eq!(
+                fast.map(f64::to_bits),
+                Some(planned[0].to_bits()),
+                "{ext:?}"
+            );
+            assert_eq!(dot(lo, ro)?.to_bits(), planned[0].to_bits());
+        }
+        let shape = Shape::new(&[3, 4])?;
+        let data = random_vec(12, 3);
+        let op = |labels| Operand::new(&data, shape, labels);
+        assert_eq!(
+            dot_in_order(&op(&[1, 2]), &op(&[2, 1]))?,
+            None,
+            "other order"
+        );
+        let other = Operand::new(&data, Shape::new(&[4, 3])?, &[1, 2]);
+        assert_eq!(dot_in_order(&op(&[1, 2]), &other)?, None, "other shape");
+        assert!(
+            dot_in_order(&op(&[1, 1]), &op(&[1, 1])).is_err(),
+            "a label twice"
+        );
+        let short = Operand::new(&data[..11], shape, &[1, 2]);
+        assert!(
+            dot_in_order(&op(&[1, 2]), &short).is_err(),
+            "too few elements"
+        );
+        Ok(())
+    }
 
     /// Runs `contract` for beta 0, 1 and 0.5 and compares with the naive reference.
     fn check(

@@ -45,7 +45,9 @@ mod testutil;
 /// machine they were measured on (AMD Zen 4).
 const L2_BYTES: usize = 1 << 20;
 
-pub use contract::{ContractionPlan, Permutes, check_full_contraction, contract, dot, tensor};
+pub use contract::{
+    ContractionPlan, Permutes, check_full_contraction, contract, dot, dot_in_order, tensor,
+};
 pub use elementwise::{add, add_scalar, axpy, copy, fill, scale, scale_copy, sub};
 pub use error::{KernelError, Role};
 pub use gemm::{Parallelism, column_major_gemm};

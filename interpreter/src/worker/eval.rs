@@ -7,17 +7,29 @@ use super::access::Labels;
 use crate::error::{Result, RuntimeError};
 use crate::store::Block;
 use sial_bytecode::{CmpOp, ExprId, ExprOp, ValueType};
-use sial_superinstructions::check_full_contraction;
+use sial_superinstructions::{Operand, Shape, check_full_contraction, dot_in_order};
 
 /// Expressions up to this many steps evaluate on stacks on the machine stack.
 const SHORT: usize = 8;
 
 impl Worker<'_> {
-    /// `Σ l * r` over every label, by the contraction plan kept for these labels and shapes
-    /// (`plans`): planning costs more than the whole sum of small blocks.
+    /// `Σ l * r` over every label: element by element where both blocks are laid out alike,
+    /// else by the contraction plan kept for these labels and shapes (`plans`): planning costs
+    /// more than the whole sum of small blocks, and finding a kept plan more than a sum of a
+    /// few elements.
     fn full_contraction(&self, left: (&Block, &[u32]), right: (&Block, &[u32])) -> Result<f64> {
         let ((l, ll), (r, rl)) = (left, right);
         check_full_contraction(ll, rl)?;
+        if ll == rl && l.shape == r.shape {
+            let shape = Shape::new(&l.shape)?;
+            let (lo, ro) = (
+                Operand::new(&l.data, shape, ll),
+                Operand::new(&r.data, shape, rl),
+            );
+            if let Some(s) = dot_in_order(&lo, &ro)? {
+                return Ok(s);
+            }
+        }
         let plan = self
             .plans
             .borrow_mut()

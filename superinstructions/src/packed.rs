@@ -86,11 +86,14 @@ const COPIED_SHARE: f64 = 0.03;
 /// copies are a few percent of the GEMM, and the tiles are full and deep; elsewhere faer's
 /// kernel on the copied or batched operands is as fast or faster (one copy of benzene's
 /// `aibj = cjbn * aicn`: 92% of the GEMM against 85% packed; `minj = amcn * aicj` at 100 rows:
-/// 78% against 73%).
+/// 78% against 73% on a Zen 4). On Intel's CPUs (two 512-bit FMA units, L2 2 MiB) one tile of
+/// rows suffices: that `minj = amcn * aicj` ran 72–75% packed against 61–64% as a GEMM on three
+/// copies ("Packed GEMM: results of 96 rows on Intel").
 fn worth_it(dims: Dims, (largest, copied): (usize, usize)) -> bool {
+    let rows = if crate::permute::intel() { MC } else { 2 * MC };
     available()
         && largest >= 1 << 17
-        && dims.m >= 2 * MC
+        && dims.m >= rows
         && dims.n >= 2 * NR
         && dims.k >= KC / 2
         && copy_cost(copied) >= COPIED_SHARE * gemm_cost(dims, 1)
@@ -763,6 +766,22 @@ mod tests {
         let len = 24 * 21 * 24 * 21;
         let p = Packed::chosen(&blocks, (&[i, b], &[m, c], &[a, n]), (len, 4 * len));
         assert_eq!(p.as_ref().map(|p| p.swapped), available().then_some(true));
+    }
+
+    /// `minj = amcn * aicj` at `large`'s extents (100 rows, three copies for a GEMM) is packed
+    /// on Intel's CPUs only.
+    #[test]
+    fn results_of_one_tile_of_rows_are_packed_on_intel() {
+        let (m, i, n, j, a, c) = ((0, 10), (1, 10), (2, 10), (3, 10), (4, 40), (5, 40));
+        let blocks = Blocks {
+            dst: &[m, i, n, j],
+            left: &[a, m, c, n],
+            right: &[a, i, c, j],
+        };
+        let len = 40 * 10 * 40 * 10;
+        let copied = 2 * len + 2 * 10_000;
+        let p = Packed::chosen(&blocks, (&[m, n], &[i, j], &[a, c]), (len, copied));
+        assert_eq!(p.is_some(), available() && crate::permute::intel());
     }
 
     #[test]

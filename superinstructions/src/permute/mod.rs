@@ -859,7 +859,7 @@ impl Streaming {
 
 /// Whether this CPU is an Intel one (its CPUID vendor string, read once: in a VM each
 /// `cpuid` exits to the hypervisor).
-fn intel() -> bool {
+pub(crate) fn intel() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         static INTEL: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
